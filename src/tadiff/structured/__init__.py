@@ -1,0 +1,1 @@
+"""Structured gradients: operations whose backward is not autograd through their forward."""
