@@ -61,3 +61,11 @@ class MissingDependencyError(TadiffError, ImportError):
         super().__init__(f"{feature} needs {package}, which is not installed: {hint}")
         self.feature = feature
         self.package = package
+
+
+class ConvergenceError(TadiffError, RuntimeError):
+    """An iterative method missed its tolerance and the caller asked for strictness."""
+
+
+class ConvergenceWarning(RuntimeWarning):
+    """An iterative method stopped before reaching its tolerance; the result is approximate."""

@@ -1,0 +1,120 @@
+"""Sinkhorn–Knopp for torch tensors (CPU or CUDA), with the implicit backward.
+
+The forward and the backward solvers are the kernels of :mod:`tadiff.structured.sinkhorn`, run on
+torch tensors; on CUDA the "implicit" backward uses the fused Triton kernel when Triton is
+installed (:mod:`tadiff.structured.sinkhorn_triton`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from tadiff.structured.sinkhorn import (
+    _check_matrix,
+    choose_backward,
+    sinkhorn_forward,
+    sinkhorn_vjp,
+)
+
+__all__ = ["SinkhornFunction", "sinkhorn"]
+
+
+def _triton_usable(R: torch.Tensor, method: str) -> bool:
+    if method != "implicit" or not R.is_cuda:
+        return False
+    try:
+        from tadiff.structured import sinkhorn_triton
+    except ImportError:  # Triton is an optional extra: fall back to the torch kernels
+        return False
+    return sinkhorn_triton.supports(R)
+
+
+class SinkhornFunction(torch.autograd.Function):
+    """``R = sinkhorn(X, a, b)`` as a ``torch.autograd.Function``.
+
+    ``apply(X, a, b, options)``: ``a``/``b`` are tensors or None; ``options`` is a dict with the
+    keys "forward" (keywords of :func:`~tadiff.structured.sinkhorn.sinkhorn_forward`) and
+    "backward" (keywords of :func:`~tadiff.structured.sinkhorn.sinkhorn_vjp`). Prefer
+    :func:`sinkhorn`, which builds them.
+    """
+
+    @staticmethod
+    def forward(ctx, X, a, b, options):
+        R, _ = sinkhorn_forward(X, a, b, **options["forward"])
+        ctx.options = options["backward"]
+        ctx.marginal_shapes = (
+            None if a is None else a.shape,
+            None if b is None else b.shape,
+        )
+        ctx.save_for_backward(R)
+        return R
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, G):
+        (R,) = ctx.saved_tensors
+        want_a, want_b = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        G = G.contiguous()
+        if not (want_a or want_b) and _triton_usable(R, ctx.options["method"]):
+            from tadiff.structured.sinkhorn_triton import sinkhorn_vjp_triton
+
+            opts = {k: v for k, v in ctx.options.items() if k != "method"}
+            return sinkhorn_vjp_triton(R, G, **opts), None, None, None
+        if not (want_a or want_b):
+            return sinkhorn_vjp(R, G, **ctx.options), None, None, None
+        dX, ga, gb = sinkhorn_vjp(R, G, marginal_grads=True, **ctx.options)
+        shape_a, shape_b = ctx.marginal_shapes
+        ga = ga.sum_to_size(shape_a) if want_a else None
+        gb = gb.sum_to_size(shape_b) if want_b else None
+        return dX, ga, gb, None
+
+
+def sinkhorn(
+    X: torch.Tensor,
+    a: Any = None,
+    b: Any = None,
+    *,
+    iters: int = 20,
+    tol: float | None = None,
+    log_domain: bool | str = "auto",
+    backward: str = "auto",
+    strict: bool = False,
+    cg_maxiter: int | None = None,
+    cg_tol: float | None = None,
+) -> torch.Tensor:
+    """Sinkhorn–Knopp projection of ``exp(X)`` for torch tensors, implicit backward.
+
+    Args:
+        X: logits, shape ``(..., n, m)``, floating, any device.
+        a, b: row / column marginals, ``(..., n)`` / ``(..., m)``, positive, equal mass; default
+            all ones (rows) and ``n / m`` (columns). Gradients flow to them when they require it.
+        iters, tol, log_domain, strict: see :func:`tadiff.structured.sinkhorn.sinkhorn_forward`.
+        backward: "implicit", "implicit-2n", "direct", "unrolled" (torch autograd through the
+            iterations) or "auto" (see :func:`tadiff.structured.sinkhorn.choose_backward`).
+        cg_maxiter, cg_tol: see :func:`tadiff.structured.sinkhorn.sinkhorn_vjp`.
+
+    Returns:
+        ``R``, shape, dtype and device of ``X``.
+
+    Example:
+        >>> X = torch.randn(8, 4, 4, dtype=torch.float64, requires_grad=True)
+        >>> R = sinkhorn(X, iters=100)
+        >>> (R * torch.randn(8, 4, 4, dtype=torch.float64)).sum().backward()
+        >>> bool(X.grad.sum(-1).abs().max() < 1e-10)   # rows of the gradient sum to zero
+        True
+    """
+    n, m = _check_matrix(X)
+    method = choose_backward(backward, n, m)
+    forward = {"iters": iters, "tol": tol, "log_domain": log_domain, "strict": strict}
+    if method == "unrolled":
+        return sinkhorn_forward(X, a, b, **forward)[0]
+    a = a if a is None or isinstance(a, torch.Tensor) else X.detach().new_tensor(a)
+    b = b if b is None or isinstance(b, torch.Tensor) else X.detach().new_tensor(b)
+    options = {
+        "forward": forward,
+        "backward": {"method": method, "cg_maxiter": cg_maxiter, "cg_tol": cg_tol},
+    }
+    return SinkhornFunction.apply(X, a, b, options)
