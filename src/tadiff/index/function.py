@@ -1,0 +1,250 @@
+"""``TensorFunction``: an element-wise tensor definition you can call, print and differentiate.
+
+Example:
+    >>> import numpy as np
+    >>> f = define("z[i,j] = sum[k](x[i,k] * w[k,j])")
+    >>> x, w = np.arange(6.0).reshape(2, 3), np.ones((3, 2))
+    >>> f(x=x, w=w).tolist()
+    [[3.0, 3.0], [12.0, 12.0]]
+    >>> print(f.grad("x"))
+    dx[i, k] = sum[j=0:w.shape[1]](dz[i, j] * w[k, j])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.index import interpret, printer, shapes
+from tadiff.index.expr import Affine, Node, is_param
+from tadiff.index.parse import parse
+
+__all__ = ["TensorFunction", "define"]
+
+
+@dataclass(eq=False)
+class TensorFunction:
+    """``out_name[out_vars] = body``: a tensor defined element by element in index notation.
+
+    Build one with :func:`define`; derivatives come from :meth:`grad`. Sizes are symbolic
+    (``x.shape[1]``) until call time, so one definition and its derivatives serve every shape.
+
+    Attributes:
+        out_name: name of the defined tensor.
+        out_vars: output index variables.
+        out_ranges: per output index its symbolic inclusive range, or None when the size is
+            inferred from the shapes at call time.
+        args: argument names, in order (a derivative also lists arguments it only needs for
+            their shapes).
+        arg_ranks: argument name -> number of dimensions.
+        body: the scalar expression.
+        equal_sizes: ``(size, size, index)`` pairs that must agree (an index used plainly in
+            two dimensions).
+        parent: for a derivative, ``(function, wrt)`` it was derived from.
+    """
+
+    out_name: str
+    out_vars: tuple[str, ...]
+    out_ranges: tuple[shapes.Range | None, ...]
+    args: tuple[str, ...]
+    arg_ranks: dict[str, int]
+    body: Node
+    equal_sizes: tuple[tuple[str, str, str], ...] = ()
+    parent: tuple[TensorFunction, str] | None = None
+    _grads: dict[str, TensorFunction] = field(default_factory=dict, repr=False)
+    _checked: set = field(default_factory=set, repr=False)
+
+    # -- shapes ---------------------------------------------------------------------------------
+    def _arrays(self, arrays: Mapping[str, object]) -> dict[str, np.ndarray]:
+        missing = [a for a in self.args if a not in arrays]
+        extra = [a for a in arrays if a not in self.args]
+        if missing or extra:
+            raise InputError(
+                f"{self.out_name} takes arguments {', '.join(self.args)}"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unexpected {', '.join(extra)}" if extra else "")
+            )
+        out = {}
+        for name in self.args:
+            value = np.asarray(arrays[name])
+            if value.dtype.kind not in "biuf":
+                raise DTypeError(
+                    f"argument {name} of {self.out_name} must be a real number array, "
+                    f"got dtype {value.dtype}"
+                )
+            if value.ndim != self.arg_ranks[name]:
+                raise ShapeError(
+                    f"argument {name} of {self.out_name} is indexed with {self.arg_ranks[name]} "
+                    f"indices but has shape {value.shape} ({value.ndim} dimensions)"
+                )
+            out[name] = value.astype(np.float64, copy=False)
+        return out
+
+    def _params(self, arg_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+        params = {
+            f"{name}.shape[{d}]": n
+            for name, shape in arg_shapes.items()
+            for d, n in enumerate(shape)
+        }
+        for canonical, other, var in self.equal_sizes:
+            if params[canonical] != params[other]:
+                raise ShapeError(
+                    f"index {var!r} runs over dimension {canonical} = {params[canonical]} and "
+                    f"{other} = {params[other]} in {self.out_name}: these sizes must be equal"
+                )
+        return params
+
+    def output_shape(self, **arg_shapes: tuple[int, ...]) -> tuple[int, ...]:
+        """The output shape for arguments of the given shapes (no data needed).
+
+        Example:
+            >>> define("y[t] = sum[k](x[2*t+k] * w[k])").output_shape(x=(9,), w=(3,))
+            (4,)
+        """
+        arg_shapes = {k: tuple(int(n) for n in v) for k, v in arg_shapes.items()}
+        params = self._params(arg_shapes)
+        if self.parent is not None:
+            self._check_parent(arg_shapes)
+        return shapes.output_shape(
+            self.body, self.out_vars, self.out_ranges, params, arg_shapes, self.out_name
+        )
+
+    def _check_parent(self, arg_shapes: Mapping[str, tuple[int, ...]]) -> None:
+        parent, _ = self.parent
+        grad_name = self.args[-1]
+        expected = parent.output_shape(**{a: arg_shapes[a] for a in parent.args})
+        if tuple(arg_shapes[grad_name]) != expected:
+            raise ShapeError(
+                f"{grad_name} must have the shape of {parent.out_name}, {expected}, "
+                f"got {tuple(arg_shapes[grad_name])}"
+            )
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def __call__(self, **arrays: object) -> np.ndarray:
+        """Evaluate on NumPy arrays with the reference interpreter (float64, plain loops).
+
+        Raises:
+            ShapeError: wrong number of dimensions, sizes that must agree do not.
+            BoundsError: an access would leave its argument for these shapes (checked first).
+        """
+        values = self._arrays(arrays)
+        arg_shapes = {k: v.shape for k, v in values.items()}
+        out_shape = self.output_shape(**arg_shapes)
+        params = self._params(arg_shapes)
+        key = tuple(sorted(arg_shapes.items()))
+        if key not in self._checked:
+            shapes.check_bounds(self.body, self.out_vars, out_shape, params, arg_shapes)
+            self._checked.add(key)
+        return interpret.evaluate(self.out_vars, out_shape, self.body, values, params)
+
+    # -- derivatives ----------------------------------------------------------------------------
+    def grad(self, wrt: str) -> TensorFunction:
+        """The derivative with respect to argument ``wrt``, again a TensorFunction.
+
+        It is the vector-Jacobian product: it takes this function's arguments plus the incoming
+        gradient ``d<out_name>`` (shaped like the output) and returns ``d<wrt>`` shaped like
+        ``wrt``, element by element in gather form.
+
+        Example:
+            >>> print(define("y[i] = exp(x[i])").grad("x"))
+            dx[i] = dy[i] * exp(x[i])
+        """
+        if wrt not in self.args:
+            raise InputError(
+                f"{self.out_name} has no argument {wrt!r}; arguments: {', '.join(self.args)}"
+            )
+        if wrt not in self._grads:
+            from tadiff.index.derive import derive
+
+            self._grads[wrt] = derive(self, wrt)
+        return self._grads[wrt]
+
+    @property
+    def grad_name(self) -> str:
+        """Name of the incoming-gradient argument of this function's derivatives."""
+        name = f"d{self.out_name}"
+        while name in self.args:
+            name = f"{name}_"
+        return name
+
+    def vjp(self, grad_out: object, **arrays: object) -> dict[str, np.ndarray]:
+        """Gradients of ``sum(grad_out * f(**arrays))`` with respect to every argument.
+
+        Example:
+            >>> f = define("y[i] = x[i] * w[i]")
+            >>> g = f.vjp(np.ones(2), x=np.array([1.0, 2.0]), w=np.array([3.0, 4.0]))
+            >>> g["x"].tolist(), g["w"].tolist()
+            ([3.0, 4.0], [1.0, 2.0])
+        """
+        return {name: self.grad(name)(**arrays, **{self.grad_name: grad_out}) for name in self.args}
+
+    # -- printing -------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        return printer.function_text(self.out_name, self.out_vars, self.body)
+
+    def __repr__(self) -> str:
+        return f"TensorFunction({str(self)!r})"
+
+    def latex(self) -> str:
+        """The definition as LaTeX."""
+        return printer.function_latex(self.out_name, self.out_vars, self.body)
+
+    def _repr_latex_(self) -> str:
+        return f"$${self.latex()}$$"
+
+    @property
+    def size_params(self) -> frozenset[str]:
+        """Size parameters (``x.shape[1]``) the definition depends on."""
+        from tadiff.index.expr import walk
+
+        names: set[str] = set()
+        for r in self.out_ranges:
+            for side in r or ():
+                for a in side:
+                    names.update(a.variables)
+        for node in walk(self.body):
+            for a in _node_affines(node):
+                names.update(v for v in a.variables if is_param(v))
+        return frozenset(names)
+
+
+def _node_affines(node: Node) -> list[Affine]:
+    from tadiff.index.expr import _affines
+
+    return list(_affines(node))
+
+
+def define(source: str) -> TensorFunction:
+    """Define a tensor function element by element in index notation.
+
+    Args:
+        source: e.g. ``"y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])"``. Sum ranges written
+            without bounds and output sizes written without ``:N`` are inferred from the argument
+            shapes (see docs/index.md); ``sum[k=0:5]`` gives a half-open range explicitly.
+
+    Returns:
+        A :class:`TensorFunction`; call it with NumPy arrays as keyword arguments.
+
+    Raises:
+        ParseError: with the column at fault.
+        DerivationError: a sum range that cannot be inferred.
+
+    Example:
+        >>> f = define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
+        >>> f.output_shape(x=(2, 3, 9), w=(4, 3, 3))
+        (2, 4, 4)
+    """
+    d = parse(source)
+    body, out_ranges, equal = shapes.infer_ranges(d.body, d.out_vars, d.out_sizes)
+    return TensorFunction(
+        out_name=d.out_name,
+        out_vars=d.out_vars,
+        out_ranges=out_ranges,
+        args=tuple(d.arg_ranks),
+        arg_ranks=dict(d.arg_ranks),
+        body=body,
+        equal_sizes=equal,
+    )
