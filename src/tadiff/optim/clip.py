@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError
 from tadiff.optim.optimizer import _grad_array
 
@@ -41,13 +42,11 @@ def clip_grad_norm_(
         >>> loss.backward()                                          # doctest: +SKIP
         >>> clip_grad_norm_(model.parameters(), max_norm=1.0)        # doctest: +SKIP
     """
-    import tadiff  # deferred: the optimizers work on raw arrays and need the engine only here
-
     if not norm_type > 0:
         raise InputError(f"clip_grad_norm_: norm_type must be positive, got {norm_type}")
     grads = [g for g in (_grad_array(p) for p in _as_list(parameters)) if g is not None]
     if not grads:
-        return tadiff.tensor(0.0)
+        return Tensor(np.zeros((), dtype=np.float32))
     dtype = np.result_type(*grads)
     if math.isinf(norm_type):
         total = max(float(np.max(np.abs(g))) if g.size else 0.0 for g in grads)
@@ -62,7 +61,7 @@ def clip_grad_norm_(
     coef = min(1.0, max_norm / (total + 1e-6))
     for g in grads:
         g *= coef
-    return tadiff.tensor(np.asarray(total, dtype=dtype))
+    return Tensor(np.asarray(total, dtype=dtype))
 
 
 def clip_grad_value_(parameters: Iterable[Any] | Any, clip_value: float) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from tadiff.errors import InputError
 from tadiff.optim.optimizer import Optimizer, _check_hyper
 
@@ -76,7 +78,8 @@ class SGD(Optimizer):
                 state = self.state.setdefault(id(p), {})
                 buf = state.get("momentum_buffer")
                 if buf is None:
-                    buf = state["momentum_buffer"] = g.copy()
+                    # np.array, not g.copy(): arithmetic on 0-d arrays yields NumPy scalars
+                    buf = state["momentum_buffer"] = np.array(g, copy=True)
                 else:
                     buf *= momentum
                     buf += (1 - group["dampening"]) * g
