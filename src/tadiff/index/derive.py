@@ -324,7 +324,7 @@ def _sum_or_point(
     return ir.sum_over(var, lower, upper, body)
 
 
-# -- the derivative as a TensorFunction -------------------------------------------------------------
+# -- the derivative as a TensorFunction ---------------------------------------------------------
 
 
 _BETA_NAMES = ("p", "q", "r", "s", "u", "v", "m", "n", "a", "b", "c", "e")

@@ -1,4 +1,4 @@
-"""The IR of the tensor-algebra language: affine indices, a hash-consed scalar DAG, sums, conditions.
+"""IR of the tensor-algebra language: affine indices, a hash-consed scalar DAG, sums, conditions.
 
 An element-wise definition ``y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])`` is a scalar expression
 of its index variables. Index expressions are :class:`~tadiff.intlinalg.affine.Affine` functions of
@@ -15,7 +15,7 @@ Node kinds:
     Index(expr)                     the value of an index expression, as a number
     Access(name, indices)           element ``name[indices]`` of an argument
     Op(op, args)                    arithmetic and elementary functions (see ``UNARY``, ``BINARY``)
-    Sum(var, lower, upper, body)    sum of body over integers max(ceil(lower)) <= var <= min(floor(upper))
+    Sum(var, lower, upper, body)    sum of body over max(ceil(lower)) <= var <= min(floor(upper))
     Where(conds, then, other)       ``then`` if every index condition holds, else ``other``
 
 Example:
@@ -382,9 +382,13 @@ def mul(a: Node, b: Node) -> Node:
             a, b = b, a  # constants first: 2*x, never x*2
         if a is b:
             return power(a, const(2.0))
-        if isinstance(a, Const) and isinstance(b, Op) and b.op == "mul":
-            if isinstance(b.args[0], Const):
-                return mul(const(a.value * b.args[0].value), b.args[1])
+        if (
+            isinstance(a, Const)
+            and isinstance(b, Op)
+            and b.op == "mul"
+            and isinstance(b.args[0], Const)
+        ):
+            return mul(const(a.value * b.args[0].value), b.args[1])
     return _fold("mul", a, b) or Op("mul", (a, b))
 
 

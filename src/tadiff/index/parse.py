@@ -14,8 +14,10 @@ Grammar (whitespace is free; ``#`` has no meaning)::
                 | 'where' '(' cond ('and' cond)* ',' expr ',' expr ')'
                 | FUNCTION '(' expr [',' expr] ')'      # exp log ... maximum minimum
     sumvar     := NAME ('=' lower ':' upper)?            # half-open range lower <= var < upper
-    lower      := 'max' '(' litem (',' litem)* ')' | litem      litem := 'ceil' '(' index ')' | index
-    upper      := 'min' '(' uitem (',' uitem)* ')' | uitem      uitem := 'floor' '(' index ')' '+' '1' | index
+    lower      := 'max' '(' litem (',' litem)* ')' | litem
+    litem      := 'ceil' '(' index ')' | index
+    upper      := 'min' '(' uitem (',' uitem)* ')' | uitem
+    uitem      := 'floor' '(' index ')' '+' '1' | index
     cond       := index ('=='|'!='|'<'|'<='|'>'|'>=') index | index '%' INT '==' '0'
     index      := affine in index variables and sizes ``x.shape[d]`` with integer coefficients
                   (``/ INT`` allowed: derived functions print fractional indices under a
@@ -156,23 +158,20 @@ class _Parser:
         self.out_name = head.text
         out_vars: list[str] = []
         sizes: list[int | None] = []
-        if self.accept("["):
-            if not self.accept("]"):
-                while True:
-                    var = self.name("an output index name")
-                    if var.text in out_vars:
-                        raise self.error(f"output index {var.text!r} appears twice", var)
-                    if var.text in _RESERVED:
-                        raise self.error(f"{var.text!r} is reserved and cannot be an index", var)
-                    out_vars.append(var.text)
-                    sizes.append(
-                        self.integer("the size of the output dimension")
-                        if self.accept(":")
-                        else None
-                    )
-                    if self.accept("]"):
-                        break
-                    self.expect(",", "',' or ']' in the output indices")
+        if self.accept("[") and not self.accept("]"):
+            while True:
+                var = self.name("an output index name")
+                if var.text in out_vars:
+                    raise self.error(f"output index {var.text!r} appears twice", var)
+                if var.text in _RESERVED:
+                    raise self.error(f"{var.text!r} is reserved and cannot be an index", var)
+                out_vars.append(var.text)
+                sizes.append(
+                    self.integer("the size of the output dimension") if self.accept(":") else None
+                )
+                if self.accept("]"):
+                    break
+                self.expect(",", "',' or ']' in the output indices")
         self.expect("=", "'=' after the output")
         self.out_vars = tuple(out_vars)
         self.scope = list(out_vars)
@@ -461,7 +460,7 @@ class _Parser:
             return Affine.variable(token.text)
         if self.tok.text in ("(", "["):
             raise self.error(
-                f"{token.text}{self.tok.text}...) is not allowed inside an index: indices must be affine",
+                f"{token.text}{self.tok.text}...) cannot appear in an index: indices are affine",
                 token,
             )
         raise self.error(f"unknown index {token.text!r}: not an output or sum index", token)

@@ -1,4 +1,4 @@
-"""Print index-notation IR as DSL text (which :func:`~tadiff.index.parse.parse` reads back) and LaTeX.
+"""Print index-notation IR as DSL text (which ``parse`` reads back) and as LaTeX.
 
 Index expressions list variables in scope order (output indices, then sum indices from the
 outside in), then sizes, then the constant: ``p - 2*t``, ``2*t + k``. Sum ranges print half-open
@@ -242,10 +242,8 @@ def _latex(node: Node, order: list[str]) -> tuple[str, int]:
     if isinstance(node, Index):
         return f"({_affine_latex(node.expr, order)})", 5
     if isinstance(node, Access):
-        return (
-            f"{_latex_name(node.name)}_{{{', '.join(_affine_latex(a, order) for a in node.indices)}}}",
-            5,
-        )
+        indices = ", ".join(_affine_latex(a, order) for a in node.indices)
+        return f"{_latex_name(node.name)}_{{{indices}}}", 5
     if isinstance(node, Op):
         args = node.args
         if node.op in ("add", "sub"):
