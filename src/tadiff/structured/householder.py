@@ -239,6 +239,15 @@ def _eye(xp: Any, n: int, like: Any) -> Any:
     return xp.eye(n, dtype=like.dtype, device=like.device)
 
 
+def _triu_inverse(xp: Any, T: Any) -> Any:
+    """Inverse of a batch of upper-triangular matrices with nonzero diagonal."""
+    if xp is np:
+        # LU with partial pivoting never pivots on an upper-triangular matrix with nonzero
+        # diagonal, so this is a triangular inversion (zeros below the diagonal stay zero).
+        return np.linalg.inv(T)
+    return xp.linalg.solve_triangular(T, _eye(xp, int(T.shape[-1]), T), upper=True)
+
+
 def _sub_matmul(xp: Any, A: Any, B: Any, C: Any, out: Any) -> Any:
     """``out = A − B @ C`` without a second temporary (torch fuses it into one GEMM call)."""
     if xp is np:
@@ -247,6 +256,19 @@ def _sub_matmul(xp: Any, A: Any, B: Any, C: Any, out: Any) -> Any:
         out.addmm_(B, C, alpha=-1)
     else:
         xp.addmm(A, B, C, alpha=-1, out=out)
+    return out
+
+
+def _sym_minus_outer(xp: Any, S: Any, V: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
+    """Batched ``S @ V − Σ L @ Rᵀ`` accumulated in one buffer (no temporaries of size kd)."""
+    if xp is np:
+        out = S @ V
+        for L, R in pairs:
+            out -= L @ R.mT
+        return out
+    out = xp.bmm(S, V)
+    for L, R in pairs:
+        out.baddbmm_(L, R.mT, alpha=-1)
     return out
 
 
@@ -289,20 +311,17 @@ def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
     Vp = V if pad == 0 else xp.concatenate([V, _zeros(xp, (pad, d), V)])
     Vb = Vp.reshape(nb, b, d)
     S = Vb @ Vb.mT
-    half_norms = 0.5 * xp.einsum("nii->ni", S).reshape(nb * b)
-    bad = half_norms[:k] <= 0
+    half = 0.5 * xp.einsum("nii->ni", S)  # (nb, b): ½‖v_i‖², a fresh array
+    bad = half.reshape(nb * b)[:k] <= 0
     if bool(bad.any()):
         row = int(xp.argmax(bad * 1))
         raise InputError(
             f"householder: row {row} of V is zero; a Householder vector must be nonzero"
         )
     if pad:
-        ones = _zeros(xp, (pad,), V) + 1
-        half_norms = xp.concatenate([half_norms[:k], ones])
-    T = xp.triu(S, 1) + _eye(xp, b, V) * half_norms.reshape(nb, b, 1)
-    # LU with partial pivoting never pivots on an upper-triangular matrix with nonzero diagonal,
-    # so this is an exact triangular inversion (zeros below the diagonal stay zero).
-    return _Blocks(Vb, xp.linalg.inv(T), k)
+        half[-1, b - pad :] = 1  # any nonzero value: padded rows of V are zero
+    T = xp.triu(S, 1) + _eye(xp, b, V) * half[..., None]
+    return _Blocks(Vb, _triu_inverse(xp, T), k)
 
 
 class _Saved(NamedTuple):
@@ -357,7 +376,7 @@ def _backward(
     E = Qs @ Ks.mT  # (nb, b, b): ∂L/∂T_j
     upper = xp.triu(E, 1)
     sym = upper + upper.mT + xp.tril(xp.triu(E))  # ∂L/∂S_j made symmetric; diag weight ½·2 = 1
-    gVb = sym @ Vb - Ks @ Gs.mT - Qs @ As.mT
+    gVb = _sym_minus_outer(xp, sym, Vb, ((Ks, Gs), (Qs, As)))
     return gVb.reshape(nb * b, d)[:k], gX
 
 

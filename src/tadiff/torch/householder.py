@@ -16,9 +16,9 @@ Example:
 
 from __future__ import annotations
 
-import torch
 from torch.autograd.function import once_differentiable
 
+import torch
 from tadiff.errors import InputError, ShapeError
 from tadiff.structured.householder import (
     _backward,

@@ -1,0 +1,199 @@
+"""FastH kernels on NumPy arrays, against dense explicit products and central differences."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.structured import householder as hh
+from tadiff.structured.householder import (
+    autotune_block,
+    default_block,
+    householder_apply,
+    householder_product,
+    householder_sequential,
+    orthogonal_forward,
+    orthogonal_inverse,
+)
+
+
+def explicit_product(V):
+    """U = H_1 ⋯ H_k from dense reflector matrices: the independent oracle."""
+    d = V.shape[1]
+    U = np.eye(d)
+    for v in V.astype(np.float64):
+        U = U @ (np.eye(d) - 2.0 * np.outer(v, v) / (v @ v))
+    return U
+
+
+# (k, d, m, block): k < d, d not divisible by the block, block > k, block 1, one block
+CASES = [(6, 6, 3, 4), (5, 9, 2, 2), (9, 9, 4, 3), (7, 10, 1, 7), (1, 3, 2, None), (12, 12, 5, 1)]
+CASES += [(10, 17, 3, 4), (17, 17, 6, None), (4, 13, 2, 16)]
+
+
+@pytest.mark.parametrize(("k", "d", "m", "block"), CASES)
+@pytest.mark.parametrize("transpose", [False, True])
+def test_apply_equals_explicit_product(k, d, m, block, transpose):
+    rng = np.random.default_rng(k * 100 + d)
+    V, X = rng.standard_normal((k, d)), rng.standard_normal((d, m))
+    U = explicit_product(V)
+    expected = (U.T if transpose else U) @ X
+    got = householder_apply(V, X, block=block, transpose=transpose)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    seq = householder_sequential(V, X, transpose=transpose)
+    np.testing.assert_allclose(seq, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("k", "d", "block"), [(7, 7, 3), (4, 9, 2), (16, 16, None), (1, 5, 1)])
+def test_product_is_orthogonal_and_matches_oracle(k, d, block):
+    V = np.random.default_rng(3).standard_normal((k, d))
+    U = householder_product(V, block=block)
+    np.testing.assert_allclose(U, explicit_product(V), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(U.T @ U, np.eye(d), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(householder_product(V, block=block, transpose=True), U.T, atol=1e-12)
+    assert np.isclose(np.linalg.det(U), (-1.0) ** k)
+
+
+def test_batched_x_and_inverse_roundtrip():
+    rng = np.random.default_rng(5)
+    V, X = rng.standard_normal((11, 11)), rng.standard_normal((2, 3, 11, 4))
+    Y = householder_apply(V, X, block=4)
+    np.testing.assert_allclose(Y, explicit_product(V) @ X, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(householder_apply(V, Y, block=3, transpose=True), X, atol=1e-12)
+
+
+def test_float32_is_preserved_and_accurate():
+    rng = np.random.default_rng(6)
+    V, X = rng.standard_normal((20, 24)), rng.standard_normal((3, 24, 5))
+    Y32 = householder_apply(V.astype(np.float32), X.astype(np.float32), block=8)
+    assert Y32.dtype == np.float32
+    np.testing.assert_allclose(Y32, explicit_product(V) @ X, atol=2e-5, rtol=0)
+    assert householder_sequential(V.astype(np.float32), X.astype(np.float32)).dtype == np.float32
+
+
+def test_unnormalised_vectors_scale_free():
+    rng = np.random.default_rng(7)
+    V, X = rng.standard_normal((5, 8)), rng.standard_normal((8, 2))
+    scales = np.array([1e-3, 1.0, 1e3, 2.0, 0.5])[:, None]
+    np.testing.assert_allclose(
+        householder_apply(V * scales, X, block=2), householder_apply(V, X, block=3), atol=1e-12
+    )
+
+
+def _loss_and_grads(V, X, G, block, transpose):
+    d = V.shape[1]
+    blocks = hh._build_blocks(np, np.flip(V, 0) if transpose else V, block)
+    Y, saved = hh._forward(np, blocks, X, save=True)
+    gV, gX = hh._backward(np, blocks, saved, G, need_v=True)
+    if transpose:
+        gV = np.flip(gV, 0)
+    _, gX_only = hh._backward(np, blocks, None, G, need_v=False)
+    np.testing.assert_allclose(gX_only, gX, atol=1e-13)
+    assert gX.shape == (d, X.shape[1])
+    return float(np.sum(G * Y)), gV, gX
+
+
+@pytest.mark.parametrize(("k", "d", "m", "block"), [(5, 7, 3, 2), (7, 7, 2, 3), (3, 8, 4, 8)])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_backward_kernel_matches_central_differences(k, d, m, block, transpose):
+    rng = np.random.default_rng(11)
+    V, X, G = rng.standard_normal((k, d)), rng.standard_normal((d, m)), rng.standard_normal((d, m))
+    _, gV, gX = _loss_and_grads(V, X, G, block, transpose)
+
+    def loss(V_, X_):
+        U = explicit_product(V_)
+        return float(np.sum(G * ((U.T if transpose else U) @ X_)))
+
+    eps = 1e-6
+    num_V = np.zeros_like(V)
+    for idx in np.ndindex(V.shape):
+        e = np.zeros_like(V)
+        e[idx] = eps
+        num_V[idx] = (loss(V + e, X) - loss(V - e, X)) / (2 * eps)
+    num_X = np.zeros_like(X)
+    for idx in np.ndindex(X.shape):
+        e = np.zeros_like(X)
+        e[idx] = eps
+        num_X[idx] = (loss(V, X + e) - loss(V, X - e)) / (2 * eps)
+    np.testing.assert_allclose(gV, num_V, atol=1e-7, rtol=1e-6)
+    np.testing.assert_allclose(gX, num_X, atol=1e-7, rtol=1e-6)
+
+
+def test_sequential_backward_baseline_agrees_with_fasth_backward():
+    rng = np.random.default_rng(12)
+    V, X, G = (
+        rng.standard_normal((9, 11)),
+        rng.standard_normal((11, 3)),
+        rng.standard_normal((11, 3)),
+    )
+    for transpose in (False, True):
+        _, gV, gX = _loss_and_grads(V, X, G, 4, transpose)
+        Y = householder_sequential(V, X, transpose=transpose)
+        sV, sX = hh._sequential_backward(V, Y, G, transpose=transpose)
+        np.testing.assert_allclose(sV, gV, atol=1e-12)
+        np.testing.assert_allclose(sX, gX, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    d=st.integers(1, 14),
+    k_frac=st.floats(0.05, 1.0),
+    m=st.integers(1, 4),
+    block=st.one_of(st.none(), st.integers(1, 16)),
+    transpose=st.booleans(),
+    batch=st.sampled_from([(), (2,)]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_apply_matches_explicit(d, k_frac, m, block, transpose, batch, seed):
+    k = max(1, round(k_frac * d))
+    rng = np.random.default_rng(seed)
+    V, X = rng.standard_normal((k, d)), rng.standard_normal((*batch, d, m))
+    U = explicit_product(V)
+    got = householder_apply(V, X, block=block, transpose=transpose)
+    np.testing.assert_allclose(got, (U.T if transpose else U) @ X, atol=1e-11, rtol=0)
+
+
+def test_orthogonal_rows_forward_inverse():
+    rng = np.random.default_rng(13)
+    V, x = rng.standard_normal((4, 6)), rng.standard_normal((2, 5, 6))
+    y = orthogonal_forward(V, x, block=3)
+    np.testing.assert_allclose(y, x @ explicit_product(V).T, atol=1e-12)
+    np.testing.assert_allclose(orthogonal_inverse(V, y), x, atol=1e-12)
+
+
+def test_default_block_rule_and_autotune():
+    for k in (1, 5, 16, 64, 100, 512, 2048, 10000):
+        b = default_block(k)
+        assert 1 <= b <= k
+        assert b == min(k, max(16, min(128, 8 * round(4 * np.sqrt(k) / 8))))
+    b = autotune_block(40, 8, candidates=[4, 8, 40], repeats=1)
+    assert b in (4, 8, 40)
+
+
+def test_bad_inputs_raise_named_errors():
+    V, X = np.ones((3, 4)), np.ones((4, 2))
+    with pytest.raises(ShapeError, match=r"V must have shape \(k, d\)"):
+        householder_apply(np.ones(4), X)
+    with pytest.raises(ShapeError, match=r"X must have shape \(\.\.\., d, m\) = \(\.\.\., 4, m\)"):
+        householder_apply(V, np.ones((5, 2)))
+    with pytest.raises(ShapeError, match=r"X must have shape"):
+        householder_apply(V, np.ones(4))
+    with pytest.raises(DTypeError, match="V has dtype float32 but X has dtype float64"):
+        householder_apply(V.astype(np.float32), X)
+    with pytest.raises(DTypeError, match="X must be float32 or float64, got dtype int64"):
+        householder_apply(V, X.astype(np.int64))
+    with pytest.raises(InputError, match="block must be a positive int"):
+        householder_apply(V, X, block=0)
+    with pytest.raises(InputError, match="block must be a positive int"):
+        householder_apply(V, X, block=2.5)
+    V0 = V.copy()
+    V0[1] = 0
+    with pytest.raises(InputError, match="row 1 of V is zero"):
+        householder_apply(V0, X)
+    with pytest.raises(ShapeError, match="k >= 1"):
+        householder_apply(np.ones((0, 4)), X)
+    with pytest.raises(ShapeError, match=r"x must have shape \(\.\.\., 4\)"):
+        orthogonal_forward(V, np.ones((2, 3)))
+    with pytest.raises(DTypeError, match="must be an array"):
+        householder_apply([[1.0]], X)
