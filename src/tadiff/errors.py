@@ -69,3 +69,14 @@ class ConvergenceError(TadiffError, RuntimeError):
 
 class ConvergenceWarning(RuntimeWarning):
     """An iterative method stopped before reaching its tolerance; the result is approximate."""
+
+
+class MissingProgramError(MissingDependencyError):
+    """An external program (graphviz's ``dot``) is needed but not on ``PATH``."""
+
+    def __init__(self, feature: str, program: str, install_hint: str):
+        TadiffError.__init__(
+            self, f"{feature} needs the `{program}` program, which is not on PATH: {install_hint}"
+        )
+        self.feature = feature
+        self.package = program
