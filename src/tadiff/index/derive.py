@@ -286,6 +286,7 @@ def _gather(
                 )
             lower = _prune_bounds(rng.lower, known, rng.variable, lower=True)
             upper = _prune_bounds(rng.upper, known, rng.variable, lower=False)
+            lower, upper = _bound_order(lower), _bound_order(upper)
             ranges.append((rng.variable, lower, upper))
             known += _range_constraints(rng.variable, lower, upper)
         for var, lower, upper in reversed(ranges):
@@ -307,6 +308,11 @@ def _prune_bounds(
                 kept.remove(b)
                 break
     return tuple(kept)
+
+
+def _bound_order(bounds: tuple[Affine, ...]) -> tuple[Affine, ...]:
+    # a fixed order makes the printed form reproducible: size-only bounds first, then by text
+    return tuple(sorted(bounds, key=lambda b: (any(not is_param(v) for v in b.variables), str(b))))
 
 
 def _integral_claim(claim: Affine) -> Affine:

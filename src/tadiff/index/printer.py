@@ -99,20 +99,24 @@ def _upper_text(bounds: tuple[Affine, ...], order: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else f"min({', '.join(items)})"
 
 
-def _cond_text(cond: Cond, order: Sequence[str]) -> str:
-    expr = cond.expr
-    if cond.kind == "mod":
-        text = affine_text(expr, order)
-        if " " in text:
-            text = f"({text})"
-        return f"{text} % {cond.modulus} == 0"
+def _cond_parts(cond: Cond, fmt) -> str:
     # split into "positive side OP negative side" so conditions read like i == j, p <= n - 1
+    expr = cond.expr
     positive = Affine({k: v for k, v in expr.items() if v > 0}, max(expr.const, 0))
     negative = positive - expr
     op = {"eq": "==", "ne": "!=", "ge": ">="}[cond.kind]
     if cond.kind == "ge" and _has_index(negative) and not _has_index(positive):
-        return f"{affine_text(negative, order)} <= {affine_text(positive, order)}"
-    return f"{affine_text(positive, order)} {op} {affine_text(negative, order)}"
+        return f"{fmt(negative)} <= {fmt(positive)}"
+    return f"{fmt(positive)} {op} {fmt(negative)}"
+
+
+def _cond_text(cond: Cond, order: Sequence[str]) -> str:
+    if cond.kind == "mod":
+        text = affine_text(cond.expr, order)
+        if " " in text:
+            text = f"({text})"
+        return f"{text} % {cond.modulus} == 0"
+    return _cond_parts(cond, lambda a: affine_text(a, order))
 
 
 def _has_index(expr: Affine) -> bool:
@@ -230,10 +234,10 @@ def _bound_latex(bounds: tuple[Affine, ...], order: Sequence[str], lower: bool) 
 def _cond_latex(cond: Cond, order: Sequence[str]) -> str:
     if cond.kind == "mod":
         return f"{cond.modulus} \\mid {_affine_latex(cond.expr, order)}"
-    text = _cond_text(cond, order)
+    text = _cond_parts(cond, lambda a: _affine_latex(a, order))
     for a, b in (("==", "="), ("!=", "\\neq"), (">=", "\\geq"), ("<=", "\\leq")):
         text = text.replace(a, b)
-    return text.replace("*", " ")
+    return text
 
 
 def _latex(node: Node, order: list[str]) -> tuple[str, int]:
