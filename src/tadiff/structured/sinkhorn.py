@@ -107,6 +107,17 @@ def _max_value(x: Any) -> float:
     return float(_raw(x).max())
 
 
+def _records_graph(*values: Any) -> bool:
+    """Whether autograd records operations on these values (then nothing may change in place)."""
+    if all(isinstance(v, np.ndarray) for v in values):
+        return False
+    if _is_torch(values[0]):
+        import torch  # deferred: only reached with torch tensors
+
+        return torch.is_grad_enabled() and any(v.requires_grad for v in values)
+    return True
+
+
 def _logsumexp(x: Any, axis: int) -> Any:
     shift = _constant_max(x, axis)
     xp = namespace(x)
@@ -201,13 +212,13 @@ def _check_solver(backward: Any, allowed: tuple[str, ...]) -> None:
 
 
 def _needs_log_domain(X: Any) -> bool:
-    """True when exp(X − rowmax) would underflow: the spread of some row exceeds −log(tiny)/4.
+    """True when exp(X − colmax) could underflow: some column spreads over more than −log(tiny)/4.
 
     Below that spread every entry of the scaled kernel stays above tiny^(1/4), so the scaling
     factors of the iteration cannot overflow or underflow either.
     """
     raw = _raw(X)
-    spread = float((_amax(raw, -1) - _amin(raw, -1)).max())
+    spread = float((_amax(raw, -2) - _amin(raw, -2)).max())
     return spread > -math.log(float(_finfo(raw).tiny)) / 4
 
 
@@ -235,7 +246,7 @@ def sinkhorn_forward(
         tol: stop once ``max |Rᵀ1 − b| <= tol`` over the whole batch (checked every iteration);
             None runs exactly ``iters`` iterations and checks nothing.
         log_domain: iterate on ``log R`` (True), on ``R`` (False), or decide from the spread of
-            each row of ``X`` ("auto"; large entries such as ±500 switch to the log domain).
+            each column of ``X`` ("auto"; large entries such as ±500 switch to the log domain).
         strict: with ``tol``, raise :class:`tadiff.errors.ConvergenceError` instead of warning
             (:class:`tadiff.errors.ConvergenceWarning`) when the tolerance is missed.
 
@@ -254,7 +265,10 @@ def sinkhorn_forward(
     _check_mass(a, b)
     use_log = _needs_log_domain(X) if log_domain == "auto" else bool(log_domain)
     xp = namespace(X)
-    shifted = X - _constant_max(X, -1)  # row-max subtraction: exp never overflows
+    recording = _records_graph(X, a, b)
+    # Subtract each column's maximum: exp cannot overflow, and since the first step scales the
+    # columns, every iterate equals that of the unshifted loop (a row shift would change them).
+    shifted = X - _constant_max(X, -2)
     if use_log:
         log_a, log_b = xp.log(a), xp.log(b)
         state = shifted
@@ -277,7 +291,14 @@ def sinkhorn_forward(
                 break
         if done == iters:
             break
-        if use_log:
+        if not recording:  # in place: no fresh matrix-sized buffer (and page faults) per step
+            if use_log:
+                state += log_b - log_col
+                state += log_a - _logsumexp(state, -1)
+            else:
+                state *= b / col
+                state *= a / state.sum(axis=-1, keepdims=True)
+        elif use_log:
             state = state + (log_b - log_col)
             state = state + (log_a - _logsumexp(state, -1))
         else:
@@ -419,18 +440,23 @@ def _solve_direct(R, s_r, s_c):
 
 def _adjoint(R: Any, G: Any, method: str, cg_maxiter: int | None, cg_tol: float | None):
     """(u, v) of the adjoint system, eliminating the smaller side."""
-    GR = G * R
-    s_r, s_c = GR.sum(axis=-1), GR.sum(axis=-2)
+    xp = namespace(R)
+    # Row and column sums of G ⊙ R without a matrix-sized temporary (page faults dominate the
+    # cost of fresh large buffers on CPU).
+    s_r = xp.einsum("...ij,...ij->...i", G, R)
+    s_c = xp.einsum("...ij,...ij->...j", G, R)
     n, m = R.shape[-2], R.shape[-1]
     rtol = _default_cg_tol(R) if cg_tol is None else cg_tol
     if method == "implicit-2n":
         return _solve_full_cg(R, s_r, s_c, cg_maxiter or n + m, rtol)
-    if m > n:  # eliminate v instead of u: the transposed problem has the smaller system
-        v, u = _adjoint(R.swapaxes(-1, -2), G.swapaxes(-1, -2), method, cg_maxiter, cg_tol)
-        return u, v
+    if m > n:  # eliminate u instead of v: the transposed problem has the smaller system
+        R = R.swapaxes(-1, -2)
+        s_r, s_c = s_c, s_r
     if method == "direct":
-        return _solve_direct(R, s_r, s_c)
-    return _solve_schur_cg(R, s_r, s_c, cg_maxiter or m, rtol)
+        u, v = _solve_direct(R, s_r, s_c)
+    else:
+        u, v = _solve_schur_cg(R, s_r, s_c, cg_maxiter or min(n, m), rtol)
+    return (v, u) if m > n else (u, v)
 
 
 def sinkhorn_vjp(
@@ -478,7 +504,9 @@ def sinkhorn_vjp(
     if cg_tol is not None and not (isinstance(cg_tol, int | float) and cg_tol >= 0):
         raise InputError(f"sinkhorn: cg_tol must be a non-negative number, got {cg_tol!r}")
     u, v = _adjoint(R, G, method, cg_maxiter, cg_tol)
-    dX = R * (G - u[..., :, None] - v[..., None, :])
+    dX = G - u[..., :, None]  # one matrix-sized buffer, updated in place
+    dX -= v[..., None, :]
+    dX *= R
     if not marginal_grads:
         return dX
     shift = (u.sum(axis=-1, keepdims=True) - v.sum(axis=-1, keepdims=True)) / (
