@@ -1,11 +1,44 @@
 """Neural-network building blocks with PyTorch's names: modules, layers, losses, init, save/load.
 
 Example:
-    >>> import tadiff as td                                    # doctest: +SKIP
-    >>> model = td.nn.Sequential(td.nn.Linear(2, 16), td.nn.ReLU(), td.nn.Linear(16, 2))
-    >>> loss = td.nn.functional.cross_entropy(model(x), y)     # doctest: +SKIP
+    >>> import tadiff as td
+    >>> model = td.nn.Sequential(td.nn.Linear(2, 16), td.nn.ReLU(), td.nn.Linear(16, 3))
+    >>> logits = model(td.randn(8, 2))
+    >>> loss = td.nn.functional.cross_entropy(logits, td.tensor([0, 1, 2, 0, 1, 2, 0, 1]))
+    >>> loss.backward()
 """
 
+from tadiff.nn import functional, init
+from tadiff.nn.activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from tadiff.nn.container import ModuleList, Sequential
+from tadiff.nn.layers import Dropout, Embedding, LayerNorm
+from tadiff.nn.linear import Identity, Linear
+from tadiff.nn.loss import CrossEntropyLoss, MSELoss, NLLLoss
 from tadiff.nn.module import IncompatibleKeys, Module, Parameter
+from tadiff.nn.serialization import load, save
 
-__all__ = ["IncompatibleKeys", "Module", "Parameter"]
+__all__ = [
+    "GELU",
+    "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "Identity",
+    "IncompatibleKeys",
+    "LayerNorm",
+    "Linear",
+    "LogSoftmax",
+    "MSELoss",
+    "Module",
+    "ModuleList",
+    "NLLLoss",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Softmax",
+    "Tanh",
+    "functional",
+    "init",
+    "load",
+    "save",
+]

@@ -1,0 +1,419 @@
+"""Stateless layer functions and losses, with ``torch.nn.functional``'s names and semantics.
+
+Every function is composed of differentiable tadiff ops, so gradients (and gradients of
+gradients) come from the engine; only ``gelu`` with the exact ``erf`` form uses its own backward
+formula (first order only). Losses take raw scores (logits) and compute in a numerically stable
+way through ``log_softmax``.
+
+Example:
+    >>> import tadiff as td
+    >>> logits = td.tensor([[2.0, 0.5, -1.0]], requires_grad=True)
+    >>> loss = cross_entropy(logits, td.tensor([0]))
+    >>> loss.backward()
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import tadiff as td
+from tadiff.autograd.tensor import Tensor
+from tadiff.errors import DTypeError, InputError, ShapeError
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _tensor(x: Any, name: str) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return Tensor(x)
+    raise DTypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
+
+
+def _check_reduction(reduction: str, where: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise InputError(f"{where}: reduction={reduction!r}; expected one of {_REDUCTIONS}")
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias``.
+
+    Args:
+        x: input, shape ``(..., in_features)``.
+        weight: shape ``(out_features, in_features)``.
+        bias: shape ``(out_features,)`` or None.
+
+    Returns:
+        Shape ``(..., out_features)``.
+
+    Example:
+        >>> linear(td.ones(2, 3), td.ones(4, 3)).shape
+        (2, 4)
+    """
+    x, weight = _tensor(x, "linear input"), _tensor(weight, "linear weight")
+    if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ShapeError(
+            f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape}; "
+            f"expected input shape (..., {weight.shape[-1] if weight.ndim else '?'}) and a 2-d "
+            "weight (out_features, in_features)"
+        )
+    out = x @ weight.T
+    return out if bias is None else out + bias
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)`` element-wise (gradient 0 at 0)."""
+    return _tensor(x, "relu").relu()
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent element-wise."""
+    return _tensor(x, "tanh").tanh()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """``1 / (1 + exp(-x))`` element-wise."""
+    return _tensor(x, "sigmoid").sigmoid()
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+@functools.cache
+def _gelu_erf() -> Any:
+    """The exact GELU as a Function, built on first use (``tadiff.autograd`` imports ``nn``
+    lazily at most, so the class cannot be made while ``tadiff`` is still importing)."""
+
+    class GeluBackward(td.autograd.Function):
+        """``x * Phi(x)`` with the standard normal CDF ``Phi``. NumPy has no erf ufunc, so
+        ``math.erf`` runs per element: fine for the small models this layer is meant for."""
+
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> np.ndarray:
+            data = x.data
+            cdf = (0.5 * (1.0 + _erf(data / math.sqrt(2.0)))).astype(data.dtype)
+            ctx.save_for_backward(x)
+            ctx.cdf = cdf
+            return data * cdf
+
+        @staticmethod
+        @td.autograd.once_differentiable
+        def backward(ctx: Any, grad: Any) -> np.ndarray:
+            (x,) = ctx.saved_tensors
+            data = x.data if isinstance(x, Tensor) else x
+            grad = grad.data if isinstance(grad, Tensor) else grad
+            pdf = (np.exp(-0.5 * data * data) / math.sqrt(2.0 * math.pi)).astype(data.dtype)
+            return grad * (ctx.cdf + data * pdf)
+
+    return GeluBackward
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit, ``x * Phi(x)``.
+
+    Args:
+        x: any shape, floating dtype.
+        approximate: ``"none"`` (exact, via erf; first-order gradients only) or ``"tanh"``
+            (``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, differentiable to any order).
+
+    Example:
+        >>> gelu(td.tensor([0.0, 1.0]), approximate="tanh")
+        tensor([0.    , 0.8412])
+    """
+    x = _tensor(x, "gelu")
+    if approximate == "none":
+        return _gelu_erf().apply(x)
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+        return x * 0.5 * (inner.tanh() + 1.0)
+    raise InputError(f"gelu: approximate={approximate!r}; expected 'none' or 'tanh'")
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
+    return td.softmax(_tensor(x, "softmax"), dim=dim)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    """``x - logsumexp(x)`` along ``dim``, computed stably."""
+    return td.log_softmax(_tensor(x, "log_softmax"), dim=dim)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    The mask is drawn from tadiff's generator (``td.manual_seed`` makes it reproducible). In
+    evaluation (``training=False``) or with ``p == 0`` the input is returned unchanged.
+
+    Example:
+        >>> dropout(td.ones(4), p=0.0)
+        tensor([1., 1., 1., 1.])
+    """
+    x = _tensor(x, "dropout")
+    if not 0.0 <= p <= 1.0:
+        raise InputError(f"dropout: probability p={p} is not in [0, 1]")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = td.rand(*x.shape).data >= p
+    scale = (keep / (1.0 - p)).astype(x.dtype)
+    return x * Tensor(scale)
+
+
+def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows of ``weight`` picked by integer ``indices``.
+
+    Args:
+        indices: integer Tensor or array, any shape ``S``, entries in ``[0, num_embeddings)``.
+        weight: shape ``(num_embeddings, embedding_dim)``.
+        padding_idx: a row whose gradient stays zero (as in torch), or None.
+
+    Returns:
+        Shape ``S + (embedding_dim,)``.
+
+    Example:
+        >>> embedding(td.tensor([2, 0]), td.eye(3)).shape
+        (2, 3)
+    """
+    weight = _tensor(weight, "embedding weight")
+    idx = indices.data if isinstance(indices, Tensor) else np.asarray(indices)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"embedding: indices must be integers, got dtype {idx.dtype}")
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: weight must be 2-d, got shape {weight.shape}")
+    n = weight.shape[0]
+    bad = np.argwhere((idx < 0) | (idx >= n))
+    if bad.size:
+        where = tuple(int(i) for i in bad[0])
+        raise InputError(
+            f"embedding: index {int(idx[where])} at position {where} is out of range for "
+            f"{n} embeddings (expected 0 <= index < {n})"
+        )
+    rows = weight[idx]
+    if padding_idx is None:
+        return rows
+    pad = padding_idx + n if padding_idx < 0 else padding_idx
+    is_pad = (idx == pad)[..., None]
+    # Same values everywhere; only the padding rows come from a detached copy (no gradient).
+    return td.where(Tensor(is_pad), weight.detach()[idx], rows)
+
+
+def layer_norm(
+    x: Tensor,
+    normalized_shape: Sequence[int] | int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims to mean 0 and variance 1, then
+    scale by ``weight`` and shift by ``bias`` (both of shape ``normalized_shape``).
+
+    The variance is the biased one (divide by the count), as in torch.
+
+    Example:
+        >>> y = layer_norm(td.tensor([[1.0, 2.0, 3.0]]), 3)
+        >>> round(float(y.sum()), 6)
+        0.0
+    """
+    x = _tensor(x, "layer_norm")
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or x.shape[x.ndim - k :] != shape:
+        raise ShapeError(
+            f"layer_norm: input of shape {x.shape} does not end with normalized_shape {shape}"
+        )
+    dims = tuple(range(x.ndim - k, x.ndim))
+    centered = x - x.mean(dim=dims, keepdim=True)
+    variance = (centered * centered).mean(dim=dims, keepdim=True)
+    out = centered / (variance + eps).sqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    """Squared error ``(input - target)**2``, averaged (``"mean"``), summed or kept (``"none"``).
+
+    Shapes must be equal (torch only warns when they broadcast; here that is an error, since it
+    is nearly always a bug such as ``(N, 1)`` against ``(N,)``).
+
+    Example:
+        >>> float(mse_loss(td.tensor([1.0, 3.0]), td.tensor([0.0, 0.0])))
+        5.0
+    """
+    _check_reduction(reduction, "mse_loss")
+    input = _tensor(input, "mse_loss input")
+    target = target if isinstance(target, Tensor) else Tensor(np.asarray(target, input.dtype))
+    if input.shape != target.shape:
+        raise ShapeError(
+            f"mse_loss: input shape {input.shape} and target shape {target.shape} differ; "
+            "expected equal shapes"
+        )
+    diff = input - target
+    squared = diff * diff
+    if reduction == "none":
+        return squared
+    return squared.sum() if reduction == "sum" else squared.mean()
+
+
+def _target_weights(
+    target: np.ndarray,
+    num_classes: int,
+    class_axis: int,
+    weight: np.ndarray | None,
+    ignore_index: int,
+    smoothing: float,
+    dtype: np.dtype,
+) -> tuple[np.ndarray, float]:
+    """For class-index targets: the coefficients ``q`` (input's shape) with
+    ``loss_i = -sum_c q_ic log p_ic``, and the ``"mean"`` denominator ``sum_i w[t_i]``."""
+    valid = target != ignore_index
+    bad = np.argwhere(valid & ((target < 0) | (target >= num_classes)))
+    if bad.size:
+        where = tuple(int(i) for i in bad[0])
+        raise InputError(
+            f"cross_entropy: target {int(target[where])} at position {where} is not a class "
+            f"index in [0, {num_classes}) (nor ignore_index={ignore_index})"
+        )
+    safe = np.where(valid, target, 0)
+    w = np.ones(num_classes) if weight is None else weight.astype(np.float64)
+    picked = w[safe] * valid  # weight of each element's own class; 0 where ignored
+    q = np.zeros((*target.shape, num_classes))
+    np.put_along_axis(q, safe[..., None], (1.0 - smoothing) * picked[..., None], axis=-1)
+    if smoothing:
+        q += (smoothing / num_classes) * w * valid[..., None]
+    return np.moveaxis(q, -1, class_axis).astype(dtype), float(picked.sum())
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Any,
+    weight: Any = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross entropy between ``softmax(input)`` and the target, like ``F.cross_entropy``.
+
+    Computed as ``-sum_c q_c * log_softmax(input)_c`` (stable for any logits), where ``q`` is the
+    target distribution mixed with the uniform one: ``(1 - label_smoothing) * target +
+    label_smoothing / C``.
+
+    Args:
+        input: logits, shape ``(C,)``, ``(N, C)`` or ``(N, C, d1, ...)`` (class dim 1).
+        target: class indices (integers, the input's shape without the class dim) or class
+            probabilities (floating, the input's shape).
+        weight: per-class weights, shape ``(C,)``, or None.
+        ignore_index: a class-index target value whose elements do not count (index targets).
+        reduction: ``"mean"`` (divided by the summed weights of the counted elements, for index
+            targets; by the element count for probability targets), ``"sum"`` or ``"none"``.
+        label_smoothing: in ``[0, 1]``.
+
+    Returns:
+        A scalar, or per-element losses for ``reduction="none"``.
+
+    Example:
+        >>> logits = td.tensor([[0.0, 0.0]])
+        >>> round(float(cross_entropy(logits, td.tensor([1]))), 4)
+        0.6931
+    """
+    _check_reduction(reduction, "cross_entropy")
+    input = _tensor(input, "cross_entropy input")
+    if input.ndim == 0:
+        raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d tensor")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise InputError(f"cross_entropy: label_smoothing={label_smoothing} is not in [0, 1]")
+    class_axis = 0 if input.ndim == 1 else 1
+    num_classes = input.shape[class_axis]
+    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    w = None
+    if weight is not None:
+        w = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
+        if w.shape != (num_classes,):
+            raise ShapeError(
+                f"cross_entropy: weight has shape {w.shape}; expected ({num_classes},), "
+                "one per class"
+            )
+    logp = td.log_softmax(input, dim=class_axis)
+    if t.dtype.kind in "iu":
+        expected = input.shape[:class_axis] + input.shape[class_axis + 1 :]
+        if t.shape != expected:
+            raise ShapeError(
+                f"cross_entropy: class-index target of shape {t.shape} does not fit input of "
+                f"shape {input.shape}; expected target shape {expected}"
+            )
+        q, denominator = _target_weights(
+            t, num_classes, class_axis, w, ignore_index, label_smoothing, input.dtype
+        )
+    elif t.dtype.kind == "f":
+        if t.shape != input.shape:
+            raise ShapeError(
+                f"cross_entropy: probability target of shape {t.shape} must have the input's "
+                f"shape {input.shape}"
+            )
+        q = t.astype(np.float64) * (1.0 - label_smoothing) + label_smoothing / num_classes
+        if w is not None:
+            shape = [1] * input.ndim
+            shape[class_axis] = num_classes
+            q = q * w.reshape(shape)
+        q = q.astype(input.dtype)
+        denominator = float(t.size // num_classes)
+    else:
+        raise DTypeError(
+            f"cross_entropy: target dtype {t.dtype}; expected integer class indices or "
+            "floating class probabilities"
+        )
+    losses = -(logp * Tensor(q)).sum(dim=class_axis)
+    if reduction == "none":
+        return losses
+    total = losses.sum()
+    return total if reduction == "sum" else total / denominator
+
+
+def nll_loss(
+    input: Tensor,
+    target: Any,
+    weight: Any = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of class-index targets given log-probabilities ``input``.
+
+    ``cross_entropy(x, t) == nll_loss(log_softmax(x, 1), t)``; same shapes and arguments.
+
+    Example:
+        >>> logp = td.log_softmax(td.tensor([[0.0, 0.0]]), dim=1)
+        >>> round(float(nll_loss(logp, td.tensor([0]))), 4)
+        0.6931
+    """
+    _check_reduction(reduction, "nll_loss")
+    input = _tensor(input, "nll_loss input")
+    if input.ndim == 0:
+        raise ShapeError("nll_loss: input must have a class dimension, got a 0-d tensor")
+    class_axis = 0 if input.ndim == 1 else 1
+    num_classes = input.shape[class_axis]
+    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    if t.dtype.kind not in "iu":
+        raise DTypeError(f"nll_loss: target must hold integer class indices, got {t.dtype}")
+    expected = input.shape[:class_axis] + input.shape[class_axis + 1 :]
+    if t.shape != expected:
+        raise ShapeError(
+            f"nll_loss: target of shape {t.shape} does not fit input of shape {input.shape}; "
+            f"expected {expected}"
+        )
+    w = None if weight is None else (weight.data if isinstance(weight, Tensor) else weight)
+    q, denominator = _target_weights(t, num_classes, class_axis, w, ignore_index, 0.0, input.dtype)
+    losses = -(input * Tensor(q)).sum(dim=class_axis)
+    if reduction == "none":
+        return losses
+    total = losses.sum()
+    return total if reduction == "sum" else total / denominator
