@@ -12,8 +12,9 @@ Two integer-specific steps keep the nest small and tight:
   multiple of their gcd (``2x - 1 >= 0`` becomes ``x - 1 >= 0``) — valid because all variables
   and parameters are integers;
 - redundant rows are removed at every step: exact duplicates, rows with the same linear part
-  as a tighter one, always-true constants, rows implied by a nonnegative combination of two others,
-  and combined rows whose history holds more original rows than Chernikov's bound allows.
+  as a tighter one, always-true constants, and rows implied by a nonnegative combination of two
+  others. (Chernikov's history rule is *not* used: combined with the integer rounding above it
+  can drop a row that is still needed for tight outer bounds.)
 
 Enumeration stays exact whatever is removed, because each original constraint is checked at the
 loop of its innermost variable (or as a condition) or is implied by constraints that are.
@@ -148,7 +149,7 @@ def _eliminate(constraints: Sequence[Affine], variables: Sequence[str], prune: b
     symbols = [*names, *params]
     index = {s: k for k, s in enumerate(symbols)}
     rows = [_Row.from_affine(a, index, len(symbols), k) for k, a in enumerate(affines)]
-    rows = _prune([r for r in rows if r is not None], 0, prune)
+    rows = _prune(rows, prune)
     ranges: list[VarRange] = []
     for k in range(len(names) - 1, -1, -1):
         lower = [r for r in rows if r.coeffs[k] > 0]
@@ -162,7 +163,7 @@ def _eliminate(constraints: Sequence[Affine], variables: Sequence[str], prune: b
             )
         )
         combined = [_combine(lo, up, k) for lo in lower for up in upper]
-        rows = _prune(rest + [r for r in combined if r is not None], len(names) - k, prune)
+        rows = _prune(rest + combined, prune)
     if any(r.is_contradiction for r in rows):
         conditions: tuple[Affine, ...] = (Affine.constant(-1),)
     else:
@@ -212,7 +213,8 @@ def enumerate_points(nest: LoopNest, params: Mapping[str, int]) -> Iterator[tupl
 class _Row:
     """``coeffs · symbols + const >= 0`` with coprime integer coeffs (or a constant row).
 
-    ``history`` is the set of original constraints this row was combined from (Chernikov).
+    ``history`` is the set of original constraints this row was combined from; rows built from
+    many are tried first for removal, being the most likely to be redundant.
     """
 
     __slots__ = ("coeffs", "const", "history", "support")
@@ -228,7 +230,7 @@ class _Row:
         self.support = sum(1 << k for k, c in enumerate(coeffs) if c)
 
     @classmethod
-    def from_affine(cls, a: Affine, index: dict[str, int], size: int, k: int) -> _Row | None:
+    def from_affine(cls, a: Affine, index: dict[str, int], size: int, k: int) -> _Row:
         scale = math.lcm(a.const.denominator, *(c.denominator for _, c in a.items()))
         coeffs = [0] * size
         for name, c in a.items():
@@ -256,7 +258,7 @@ class _Row:
         )
 
 
-def _combine(lo: _Row, up: _Row, k: int) -> _Row | None:
+def _combine(lo: _Row, up: _Row, k: int) -> _Row:
     a, b = lo.coeffs[k], -up.coeffs[k]  # both > 0
     ga = math.gcd(a, b)
     a, b = a // ga, b // ga
@@ -264,7 +266,7 @@ def _combine(lo: _Row, up: _Row, k: int) -> _Row | None:
     return _Row(coeffs, b * lo.const + a * up.const, lo.history | up.history)
 
 
-def _prune(rows: list[_Row], eliminated: int, prune: bool = True) -> list[_Row]:
+def _prune(rows: list[_Row], prune: bool = True) -> list[_Row]:
     """Drop redundant rows; what is kept implies every dropped row (see the module doc)."""
     if not prune:
         return rows
@@ -282,9 +284,7 @@ def _prune(rows: list[_Row], eliminated: int, prune: bool = True) -> list[_Row]:
             or (r.const == other.const and len(r.history) < len(other.history))
         ):
             best[r.coeffs] = r
-    # Chernikov: a combination of more than (eliminated + 1) original rows is never needed.
-    kept = [r for r in best.values() if len(r.history) <= eliminated + 1]
-    kept = _drop_pair_implied(kept)
+    kept = _drop_pair_implied(list(best.values()))
     if contradiction is not None:
         kept.append(contradiction)
     return kept
