@@ -202,7 +202,5 @@ def test_incoming_gradient_must_have_output_shape():
 
 def test_latex_of_derivative():
     text = define("y[i] = x[2*i]").grad("x").latex()
-    assert (
-        text
-        == r"\mathit{dx}_{p} = \left[2 \mid p, p + 2 \leq 2 N^{dy}_{0}\right] \mathit{dy}_{\frac{p}{2}}"
-    )
+    expected = r"\mathit{dx}_{p} = \left[2 \mid p, p + 2 \leq 2 N^{dy}_{0}\right] "
+    assert text == expected + r"\mathit{dy}_{\frac{p}{2}}"

@@ -277,7 +277,7 @@ def _gather(
     body = ir.where([c.substitute(alpha_of) for c in inner_conds], ir.substitute(body, alpha_of))
     if loop_vars:
         nest = fourier_motzkin(inner, loop_vars)
-        known = list(facts) + [Cond.ge(c).expr for c in conds if c.kind == "ge"]
+        known = list(facts) + [c.expr for c in conds if c.kind == "ge"]
         ranges = []
         for rng in nest.ranges:
             if not rng.lower or not rng.upper:

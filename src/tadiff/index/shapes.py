@@ -28,6 +28,7 @@ from fractions import Fraction
 from tadiff.errors import BoundsError, DerivationError, ShapeError
 from tadiff.index import expr as ir
 from tadiff.index.expr import Access, Affine, Cond, Node, Op, Sum, Where, is_param, size_param
+from tadiff.index.printer import affine_text
 
 __all__ = ["AccessSite", "Range", "access_sites", "check_bounds", "infer_ranges", "output_shape"]
 
@@ -373,9 +374,11 @@ def check_bounds(
             span = exact_range(e.substitute(params), constraints, variables)
             if span is None or (span[0] >= 0 and span[1] <= size - 1):
                 continue
-            text = f"{node.name}[{', '.join(str(a) for a in node.indices)}]"
+            order = [*out_vars, *(s[0] for s in site.sums)]
+            text = f"{node.name}[{', '.join(affine_text(a, order) for a in node.indices)}]"
             raise BoundsError(
-                f"access {text} is out of bounds: index {e} of dimension {dim} takes values "
+                f"access {text} is out of bounds: index {affine_text(e, order)} of dimension "
+                f"{dim} takes values "
                 f"{span[0]}..{span[1]}, but {node.name} has shape {tuple(shapes[node.name])} "
                 f"(valid 0..{size - 1})"
             )
