@@ -49,6 +49,7 @@ from tadiff.index.expr import (
     is_param,
     size_param,
 )
+from tadiff.index.simplify import simplify, sum_or_point
 from tadiff.intlinalg import IntegerSolver, fourier_motzkin
 
 __all__ = ["derive"]
@@ -290,7 +291,7 @@ def _gather(
             ranges.append((rng.variable, lower, upper))
             known += _range_constraints(rng.variable, lower, upper)
         for var, lower, upper in reversed(ranges):
-            body = _sum_or_point(var, lower, upper, body)
+            body = sum_or_point(var, lower, upper, body)
     return ir.where(conds, body)
 
 
@@ -319,15 +320,6 @@ def _integral_claim(claim: Affine) -> Affine:
     # ceil/floor are monotone, so comparing the rational bounds is enough
     den = lcm(*(c.denominator for _, c in claim.items()), claim.const.denominator)
     return claim * den
-
-
-def _sum_or_point(
-    var: str, lower: tuple[Affine, ...], upper: tuple[Affine, ...], body: Node
-) -> Node:
-    """A sum, or the body at the single point when the range is ``e <= var <= e``."""
-    if len(lower) == 1 and len(upper) == 1 and lower[0] == upper[0] and lower[0].is_integral:
-        return ir.substitute(body, {var: lower[0]})
-    return ir.sum_over(var, lower, upper, body)
 
 
 # -- the derivative as a TensorFunction ---------------------------------------------------------
@@ -359,7 +351,7 @@ def derive(fn, wrt: str):
     Example:
         >>> from tadiff.index.function import define
         >>> print(derive(define("y[i] = x[2*i]"), "x"))
-        dx[p] = where(p % 2 == 0, dy[p/2], 0)
+        dx[p] = where(p % 2 == 0 and p + 2 <= 2*dy.shape[0], dy[p/2], 0)
     """
     from tadiff.index.function import TensorFunction
 
@@ -424,7 +416,7 @@ def derive(fn, wrt: str):
         out_ranges=tuple(((Affine.constant(0),), (size(d) - 1,)) for d in range(len(beta_t))),
         args=args,
         arg_ranks=ranks,
-        body=total,
+        body=simplify(total),
         equal_sizes=fn.equal_sizes,
         parent=(fn, wrt),
     )

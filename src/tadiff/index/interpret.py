@@ -8,7 +8,7 @@ every access is checked against the argument's shape, and every index must be an
 Example:
     >>> import numpy as np
     >>> from tadiff.index.parse import parse
-    >>> d = parse("y[i] = sum[k](x[i,k])")
+    >>> d = parse("y[i] = sum[k=0:3](x[i,k])")
     >>> evaluate(d.out_vars, (2,), d.body, {"x": np.ones((2, 3))}, {}).tolist()
     [3.0, 3.0]
 """
@@ -116,6 +116,11 @@ def evaluate_node(node: Node, env: dict[str, int], arrays: Mapping[str, np.ndarr
             return evaluate_node(node.then, env, arrays)
         return evaluate_node(node.other, env, arrays)
     if isinstance(node, Sum):
+        if not node.lower or not node.upper:
+            raise InputError(
+                f"sum over {node.var!r} has no range: give it explicitly or build the function "
+                "with define(), which infers it from the shapes"
+            )
         outer = env.get(node.var)
         total = 0.0
         for value in range(_lower(node.lower, env), _upper(node.upper, env) + 1):

@@ -1,0 +1,17 @@
+"""The examples in the docstrings of tadiff.index run and print what they claim."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["expr", "parse", "shapes", "interpret", "printer", "derive", "simplify", "function"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(f"tadiff.index.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
