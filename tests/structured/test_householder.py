@@ -166,7 +166,7 @@ def test_default_block_rule_and_autotune():
     for k in (1, 5, 16, 64, 100, 512, 2048, 10000):
         b = default_block(k)
         assert 1 <= b <= k
-        assert b == min(k, max(16, min(128, 8 * round(4 * np.sqrt(k) / 8))))
+        assert b == min(k, 64 if k >= 1024 else 32)
     b = autotune_block(40, 8, candidates=[4, 8, 40], repeats=1)
     assert b in (4, 8, 40)
 

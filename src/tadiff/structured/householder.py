@@ -29,7 +29,7 @@ Every kernel is written against the array namespace of its inputs (``xp``), so t
 on NumPy arrays (tadiff's engine) and on torch tensors (``tadiff.torch``, CPU or CUDA).
 
 Public names:
-    householder_apply, householder_product, householder_sequential, default_block,
+    householder_apply, householder_vjp, householder_product, householder_sequential, default_block,
     autotune_block, orthogonal_forward, orthogonal_inverse.
 """
 
@@ -51,6 +51,7 @@ __all__ = [
     "householder_apply",
     "householder_product",
     "householder_sequential",
+    "householder_vjp",
     "orthogonal_forward",
     "orthogonal_inverse",
 ]
@@ -118,32 +119,32 @@ def _check_block(block: int | None, k: int, n: int) -> int:
 
 
 def default_block(k: int, n: int = 32) -> int:
-    """The block size ``b`` used when ``block=None``.
+    """The block size ``b`` used when ``block=None``: ``min(k, 32)``, or 64 when ``k >= 1024``.
 
-    Rule: ``b = clip(8 · round(√k / 8 · 4), 16, 128)``, i.e. about ``4√k`` rounded to a multiple of
-    8, at least 16, at most 128, never more than ``k``. Why: the forward costs ``4kdn`` flops for
-    the block sweeps plus ``2kbd`` for the Gram matrices (and ``2kbn`` for the small triangular
-    factors), while the number of sequential steps is ``⌈k/b⌉``, each with a fixed per-call
-    overhead. Balancing extra flops ``∝ kbd`` against overhead ``∝ k/b`` puts the optimum near
-    ``√k`` times a machine constant; the constant 4 and the clip range come from
-    :func:`autotune_block` on a 2-core CPU (NumPy and torch) for ``d ∈ [64, 2048]``, ``n = 32``,
-    where the measured optimum was flat within ±10 % around this rule. ``n`` (columns of ``X``
-    times batch) is accepted so the rule can grow with it; it does not change the choice today.
+    Why: a call costs about ``4kdn`` flops for the block sweeps of the forward (``8kdn`` more for
+    the backward), plus ``2kbd`` for the blocks' Gram matrices, while the number of sequential
+    steps is ``⌈k/b⌉``, each paying a fixed per-call overhead (~5-10 µs in NumPy and torch on a
+    CPU). Small ``b`` multiplies the steps, large ``b`` the Gram and triangular work, and BLAS
+    prefers multiples of 32. Measured with :func:`autotune_block` on a 2-core x86 CPU (NumPy and
+    torch, float32, ``n = 32``, ``d = k ∈ [64, 2048]``): b = 32 was fastest or within the noise of
+    the fastest up to ``d = 512``, and 64 was slightly faster from ``d = 1024`` (see
+    ``docs/householder.md``). On a GPU, where a step's overhead is larger relative to its flops,
+    larger blocks pay off: run :func:`autotune_block` there.
 
     Args:
         k: number of reflectors.
-        n: number of columns the product is applied to (batch × m).
+        n: number of columns the product is applied to (batch × m); accepted for future rules,
+            it did not change the measured optimum for n in [8, 256].
 
     Returns:
         The block size, ``1 <= b <= k``.
 
     Example:
-        >>> default_block(512)
-        88
+        >>> default_block(512), default_block(2048), default_block(10)
+        (32, 64, 10)
     """
-    del n  # documented above: the measured optimum did not depend on n in [8, 256]
-    b = 8 * round(4.0 * math.sqrt(k) / 8.0)
-    return max(1, min(k, max(16, min(128, b))))
+    del n
+    return min(k, 64 if k >= 1024 else 32)
 
 
 def autotune_block(
@@ -242,10 +243,32 @@ def _eye(xp: Any, n: int, like: Any) -> Any:
 def _triu_inverse(xp: Any, T: Any) -> Any:
     """Inverse of a batch of upper-triangular matrices with nonzero diagonal."""
     if xp is np:
-        # LU with partial pivoting never pivots on an upper-triangular matrix with nonzero
-        # diagonal, so this is a triangular inversion (zeros below the diagonal stay zero).
-        return np.linalg.inv(T)
+        return _triu_inverse_numpy(T)
     return xp.linalg.solve_triangular(T, _eye(xp, int(T.shape[-1]), T), upper=True)
+
+
+def _triu_inverse_numpy(T: np.ndarray) -> np.ndarray:
+    """Batched (nb, n, n) upper-triangular inverse by 2×2 block recursion on matrix products.
+
+    ``[[A, B], [0, D]]⁻¹ = [[A⁻¹, −A⁻¹ B D⁻¹], [0, D⁻¹]]``; the two diagonal halves of every
+    matrix are inverted together as one batch of twice the size, so a level costs a few batched
+    GEMMs. NumPy has no batched triangular solve, and its LU-based ``inv`` is several times slower.
+    """
+    nb, n = T.shape[0], T.shape[-1]
+    if n == 1:
+        return 1.0 / T
+    h = n // 2
+    A, B, D = T[:, :h, :h], T[:, :h, h:], T[:, h:, h:]
+    if n % 2 == 0:
+        both = _triu_inverse_numpy(np.concatenate([A, D]))
+        Ai, Di = both[:nb], both[nb:]
+    else:
+        Ai, Di = _triu_inverse_numpy(A), _triu_inverse_numpy(D)
+    out = np.zeros_like(T)
+    out[:, :h, :h] = Ai
+    out[:, h:, h:] = Di
+    np.matmul(-(Ai @ B), Di, out=out[:, :h, h:])
+    return out
 
 
 def _sub_matmul(xp: Any, A: Any, B: Any, C: Any, out: Any) -> Any:
@@ -476,6 +499,44 @@ def householder_apply(V: Any, X: Any, *, block: int | None = None, transpose: bo
         V = np.flip(V, 0)
     Y, _ = _forward(np, _build_blocks(np, V, b), _fold(np, X, d), save=False)
     return _unfold(np, Y, tuple(X.shape))
+
+
+def householder_vjp(
+    V: Any, X: Any, grad: Any, *, block: int | None = None, transpose: bool = False
+) -> tuple[Any, Any]:
+    """FastH forward and backward (Algorithms 1 and 2) for plain arrays, without an autograd engine.
+
+    Returns the gradients of ``L = Σ grad ⊙ (U X)`` (or of ``Uᵀ X`` with ``transpose``).
+
+    Args:
+        V: (k, d) Householder vectors (NumPy array or torch tensor).
+        X: (..., d, m) input.
+        grad: (..., d, m) gradient of the loss wrt the output.
+        block: block size (see :func:`householder_apply`).
+        transpose: differentiate ``Uᵀ X`` instead.
+
+    Returns:
+        ``(dV, dX)`` with the shapes of ``V`` and ``X``.
+
+    Example:
+        >>> V, X = np.array([[1.0, 0.0]]), np.array([[2.0], [3.0]])
+        >>> dV, dX = householder_vjp(V, X, np.ones((2, 1)))
+        >>> dX.ravel()
+        array([-1.,  1.])
+    """
+    xp = namespace(V, X)
+    _, d, b = _check_inputs(V, X, block)
+    if tuple(grad.shape) != tuple(X.shape) or _dtype_name(grad) != _dtype_name(X):
+        raise ShapeError(
+            f"householder_vjp: grad must have the shape {tuple(X.shape)} and dtype "
+            f"{_dtype_name(X)} of X, got {tuple(grad.shape)} {_dtype_name(grad)}"
+        )
+    blocks = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b)
+    _, saved = _forward(xp, blocks, _fold(xp, X, d), save=True)
+    dV, dX = _backward(xp, blocks, saved, _fold(xp, grad, d), need_v=True)
+    if transpose:
+        dV = xp.flip(dV, (0,))
+    return dV, _unfold(xp, dX, tuple(X.shape))
 
 
 def householder_product(V: Any, *, block: int | None = None, transpose: bool = False) -> Any:

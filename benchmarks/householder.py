@@ -1,0 +1,261 @@
+"""Benchmark FastH against the sequential loop, torch.linalg.householder_product and dense matmul.
+
+One run measures, for m = 32 columns and d ∈ {64, ..., 2048} (k = d reflectors, float32, CPU):
+
+* forward ``U X`` and forward+backward (gradients wrt ``V`` and ``X``) of
+    - FastH (tadiff) with NumPy arrays (kernels called directly) and with torch tensors
+      (``tadiff.torch.householder_apply``, a ``torch.autograd.Function``);
+    - the sequential method, one reflector at a time, in the same backend: NumPy (forward loop plus
+      the hand-written per-reflector backward) and torch (autograd through the loop);
+    - ``torch.linalg.householder_product(A, tau) @ X`` with torch autograd (LAPACK-style
+      parameterisation: same number of reflectors, same cost class);
+    - the dense ``U @ X`` matmul with a ready-made ``d × d`` matrix, as the floor (NumPy and torch;
+      its forward+backward is the torch autograd of the matmul, gradients wrt ``U`` and ``X``).
+* the block-size trade-off (paper section 3.2) at d = 512.
+
+Times are medians over repeats (at least 3, more for fast cases, a fixed time budget per cell).
+BLAS/torch threads default to 1 because the CPU is shared; pass ``--threads 2`` to use both cores.
+Usage: ``python benchmarks/householder.py [--threads N] [--dims 64,128,...] [--dtype float32]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _set_threads_before_numpy(argv: list[str]) -> int:
+    threads = 1
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            threads = int(argv[i + 1])
+        elif a.startswith("--threads="):
+            threads = int(a.split("=", 1)[1])
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    return threads
+
+
+_THREADS = _set_threads_before_numpy(sys.argv)
+
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import torch  # noqa: E402
+from tadiff.structured import householder as hh  # noqa: E402
+from tadiff.torch.householder import householder_apply as torch_fasth  # noqa: E402
+
+M = 32
+SLOW_LIMIT_S = 2.0  # a method whose single call took longer at d/2 is skipped at d (cost ~ d³)
+
+
+def _median_ms(fn, budget_s=0.3, min_reps=3, max_reps=40):
+    t0 = time.perf_counter()
+    fn()  # warm-up (allocator, BLAS buffers)
+    first = time.perf_counter() - t0
+    reps = int(min(max_reps, max(min_reps, budget_s / max(first, 1e-6))))
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(times))
+
+
+def _numpy_cases(V, X, G, U):
+    def fasth_fwd():
+        hh.householder_apply(V, X)
+
+    def fasth_fwd_bwd():
+        blocks = hh._build_blocks(np, V, hh.default_block(V.shape[0]))
+        _, saved = hh._forward(np, blocks, X, save=True)
+        hh._backward(np, blocks, saved, G, need_v=True)
+
+    def seq_fwd():
+        hh.householder_sequential(V, X)
+
+    def seq_fwd_bwd():
+        Y = hh.householder_sequential(V, X)
+        hh._sequential_backward(V, Y, G)
+
+    def dense_fwd():
+        U @ X
+
+    return {
+        "fasth": (fasth_fwd, fasth_fwd_bwd),
+        "seq": (seq_fwd, seq_fwd_bwd),
+        "dense": (dense_fwd, None),
+    }
+
+
+def _torch_cases(V, X, G, U, A, tau):
+    Vg, Xg = V.clone().requires_grad_(True), X.clone().requires_grad_(True)
+    Ug = U.clone().requires_grad_(True)
+    Ag, taug = A.clone().requires_grad_(True), tau.clone().requires_grad_(True)
+
+    def fwd(f):
+        def run():
+            with torch.no_grad():
+                f()
+
+        return run
+
+    def fwd_bwd(f, inputs):
+        def run():
+            torch.autograd.grad(f(), inputs, G)
+
+        return run
+
+    def fasth():
+        return torch_fasth(Vg, Xg)
+
+    def seq():
+        return hh.householder_sequential(Vg, Xg)
+
+    def hhprod():
+        return torch.linalg.householder_product(Ag, taug) @ Xg
+
+    def dense():
+        return Ug @ Xg
+
+    return {
+        "fasth": (fwd(fasth), fwd_bwd(fasth, (Vg, Xg))),
+        "seq": (fwd(seq), fwd_bwd(seq, (Vg, Xg))),
+        "hhprod": (fwd(hhprod), fwd_bwd(hhprod, (Ag, taug, Xg))),
+        "dense": (fwd(dense), fwd_bwd(dense, (Ug, Xg))),
+    }
+
+
+def _fmt(t):
+    if t is None:
+        return "skip"
+    return f"{t:.3f}" if t < 10 else f"{t:.1f}" if t < 1000 else f"{t:.0f}"
+
+
+def _ratio(a, b):
+    return "–" if a is None or b is None else f"{a / b:.1f}×"
+
+
+def run_table(dims, dtype):
+    rng = np.random.default_rng(0)
+    results = {}
+    last_single = {}  # (backend, method, mode) -> seconds of one call at the previous d
+    for d in dims:
+        V = rng.standard_normal((d, d)).astype(dtype)
+        X = rng.standard_normal((d, M)).astype(dtype)
+        G = rng.standard_normal((d, M)).astype(dtype)
+        U = hh.householder_product(V)
+        A = rng.standard_normal((d, d)).astype(dtype)
+        tau = (1.0 + rng.random(d)).astype(dtype)
+        T = {n: torch.from_numpy(a) for n, a in dict(V=V, X=X, G=G, U=U, A=A, tau=tau).items()}
+        cases = {
+            "np": _numpy_cases(V, X, G, U),
+            "torch": _torch_cases(T["V"], T["X"], T["G"], T["U"], T["A"], T["tau"]),
+        }
+        for backend, methods in cases.items():
+            for method, fns in methods.items():
+                for mode, fn in zip(("fwd", "fwdbwd"), fns, strict=True):
+                    key = (backend, method, mode)
+                    if fn is None or last_single.get(key, 0.0) > SLOW_LIMIT_S:
+                        results[(d, *key)] = None
+                        continue
+                    t = _median_ms(fn)
+                    results[(d, *key)] = t
+                    last_single[key] = t / 1e3
+        print(f"  d={d} done", file=sys.stderr, flush=True)
+    return results
+
+
+def print_tables(dims, r):
+    def g(d, *key):
+        return r.get((d, *key))
+
+    print("\n**Forward `U X`** (ms, median; m = 32, k = d)\n")
+    print(
+        "| d | FastH np | seq np | seq/FastH np | FastH torch | seq torch | seq/FastH torch "
+        "| hh_product torch | hh_product/FastH | dense torch | FastH/dense |"
+    )
+    print("|---:" * 11 + "|")
+    for d in dims:
+        fn_, sn = g(d, "np", "fasth", "fwd"), g(d, "np", "seq", "fwd")
+        ft, st = g(d, "torch", "fasth", "fwd"), g(d, "torch", "seq", "fwd")
+        hp, de = g(d, "torch", "hhprod", "fwd"), g(d, "torch", "dense", "fwd")
+        print(
+            f"| {d} | {_fmt(fn_)} | {_fmt(sn)} | {_ratio(sn, fn_)} | {_fmt(ft)} | {_fmt(st)} | "
+            f"{_ratio(st, ft)} | {_fmt(hp)} | {_ratio(hp, ft)} | {_fmt(de)} | {_ratio(ft, de)} |"
+        )
+    print("\n**Forward + backward** (gradients wrt V and X; ms, median)\n")
+    print(
+        "| d | FastH np | seq np | seq/FastH np | FastH torch | seq torch | seq/FastH torch "
+        "| hh_product torch | hh_product/FastH | dense torch | FastH/dense |"
+    )
+    print("|---:" * 11 + "|")
+    for d in dims:
+        fn_, sn = g(d, "np", "fasth", "fwdbwd"), g(d, "np", "seq", "fwdbwd")
+        ft, st = g(d, "torch", "fasth", "fwdbwd"), g(d, "torch", "seq", "fwdbwd")
+        hp, de = g(d, "torch", "hhprod", "fwdbwd"), g(d, "torch", "dense", "fwdbwd")
+        print(
+            f"| {d} | {_fmt(fn_)} | {_fmt(sn)} | {_ratio(sn, fn_)} | {_fmt(ft)} | {_fmt(st)} | "
+            f"{_ratio(st, ft)} | {_fmt(hp)} | {_ratio(hp, ft)} | {_fmt(de)} | {_ratio(ft, de)} |"
+        )
+    print(
+        "\nNumPy dense `U @ X` floor (ms):",
+        ", ".join(f"d={d}: {_fmt(g(d, 'np', 'dense', 'fwd'))}" for d in dims),
+    )
+
+
+def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
+    rng = np.random.default_rng(1)
+    V = rng.standard_normal((d, d)).astype(dtype)
+    X = rng.standard_normal((d, M)).astype(dtype)
+    G = rng.standard_normal((d, M)).astype(dtype)
+    rows = []
+    for b in candidates:
+        cells = []
+        for xp, (Vx, Xx, Gx) in (
+            (np, (V, X, G)),
+            (torch, [torch.from_numpy(a) for a in (V, X, G)]),
+        ):
+
+            def run(xp=xp, Vx=Vx, Xx=Xx, Gx=Gx, b=b):
+                blocks = hh._build_blocks(xp, Vx, b)
+                _, saved = hh._forward(xp, blocks, Xx, save=True)
+                hh._backward(xp, blocks, saved, Gx, need_v=True)
+
+            cells.append(_median_ms(run, budget_s=0.2))
+        rows.append((b, *cells))
+    print(f"\n**Block size trade-off** (FastH forward+backward, d = {d}, m = {M}; ms)\n")
+    print(f"| block b | NumPy | torch |  (default rule picks b = {hh.default_block(d)})")
+    print("|---:|---:|---:|")
+    for b, tn, tt in rows:
+        print(f"| {b} | {_fmt(tn)} | {_fmt(tt)} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--dims", default="64,128,256,512,1024,2048")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--no-sweep", action="store_true", help="skip the block-size sweep")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    dims = [int(s) for s in args.dims.split(",")]
+    t0 = time.perf_counter()
+    print(
+        f"FastH benchmark: {args.dtype}, m = {M}, k = d, threads = {args.threads}, "
+        f"torch {torch.__version__}, numpy {np.__version__}"
+    )
+    results = run_table(dims, args.dtype)
+    print_tables(dims, results)
+    if not args.no_sweep:
+        block_sweep(512 if 512 in dims else dims[-1], args.dtype)
+    print(
+        f"\n`skip`: not run because one call at the previous d took over {SLOW_LIMIT_S:.0f} s "
+        f"(its cost grows ~d³). Total benchmark time {time.perf_counter() - t0:.0f} s."
+    )
+
+
+if __name__ == "__main__":
+    main()
