@@ -1,0 +1,92 @@
+"""The fused Triton backward against the torch kernels (CPU under TRITON_INTERPRET=1, or CUDA)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+# On CPU the kernels run in Triton's interpreter, which must be switched on before triton is
+# first imported (triton builds its own jitted helpers, tl.sum included, at import). If another
+# test module imported triton earlier in this session, this file re-runs itself in a subprocess.
+_IN_PROCESS = torch.cuda.is_available() or "triton" not in sys.modules
+if not torch.cuda.is_available() and _IN_PROCESS:
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+_here = pytest.mark.skipif(not _IN_PROCESS, reason="run by test_in_fresh_interpreter")
+
+
+@pytest.mark.skipif(_IN_PROCESS, reason="triton can run in this process")
+def test_in_fresh_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    args = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+from tadiff.errors import InputError, ShapeError  # noqa: E402
+from tadiff.structured.sinkhorn import sinkhorn_forward, sinkhorn_vjp  # noqa: E402
+from tadiff.structured.sinkhorn_triton import sinkhorn_vjp_triton, supports  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _case(shape, dtype, seed, scale=4.0, iters=60):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(shape, generator=gen, dtype=torch.float64) * scale
+    R, _ = sinkhorn_forward(X, iters=iters)
+    G = torch.randn(shape, generator=gen, dtype=torch.float64)
+    return R.to(DEVICE, dtype), G.to(DEVICE, dtype)
+
+
+@_here
+@pytest.mark.parametrize(
+    ("shape", "dtype", "atol"),
+    [
+        ((5, 4, 4), torch.float64, 1e-12),
+        ((37, 4, 4), torch.float32, 1e-5),  # batch not a multiple of the tile
+        ((6, 5, 5), torch.float64, 1e-12),  # padded to 8 × 8
+        ((4, 3, 7), torch.float64, 1e-12),  # wide: solved transposed through the strides
+        ((2, 3, 8, 2), torch.float32, 1e-5),  # several batch dimensions, tall
+        ((3, 16, 16), torch.float32, 1e-5),
+    ],
+)
+def test_triton_matches_torch_kernel(shape, dtype, atol):
+    R, G = _case(shape, dtype, seed=sum(shape))
+    expected = sinkhorn_vjp(R, G, method="implicit")
+    got = sinkhorn_vjp_triton(R, G)
+    assert got.shape == R.shape and got.dtype == dtype
+    assert expected.abs().max() > 1e-2
+    assert (got - expected).abs().max().item() <= atol
+
+
+@_here
+def test_triton_half_precision_is_computed_in_float32():
+    R, G = _case((8, 4, 4), torch.float32, seed=1)
+    expected = sinkhorn_vjp(R, G)
+    got = sinkhorn_vjp_triton(R.half(), G.half())
+    assert got.dtype == torch.float16
+    assert (got.float() - expected).abs().max().item() <= 5e-3
+
+
+@_here
+def test_triton_near_permutation_is_finite_and_balanced():
+    gen = torch.Generator().manual_seed(2)
+    perm = torch.stack([torch.eye(6)[torch.randperm(6, generator=gen)] for _ in range(16)])
+    X = 40 * perm + torch.randn(perm.shape, generator=gen)
+    R, _ = sinkhorn_forward(X, iters=50)
+    G = torch.randn(R.shape, generator=gen)
+    dX = sinkhorn_vjp_triton(R.to(DEVICE), G.to(DEVICE)).cpu()
+    assert torch.isfinite(dX).all()
+    assert dX.sum(-1).abs().max() < 1e-4 and dX.sum(-2).abs().max() < 1e-4
+
+
+@_here
+def test_triton_rejects_what_it_cannot_do():
+    assert supports(torch.zeros(2, 64, 64)) and not supports(torch.zeros(2, 65, 4))
+    with pytest.raises(InputError, match=r"n, m <= 64, got shape \(1, 65, 65\)"):
+        sinkhorn_vjp_triton(torch.zeros(1, 65, 65), torch.zeros(1, 65, 65))
+    with pytest.raises(ShapeError, match=r"G must have the shape of R \(1, 4, 4\)"):
+        sinkhorn_vjp_triton(torch.zeros(1, 4, 4), torch.zeros(1, 4, 3))
