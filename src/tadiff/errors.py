@@ -80,3 +80,11 @@ class MissingProgramError(MissingDependencyError):
         )
         self.feature = feature
         self.package = program
+
+
+class GradcheckError(AutogradError):
+    """``gradcheck``/``gradgradcheck`` found analytical and numerical derivatives apart."""
+
+
+class IndexingError(InputError, IndexError):
+    """An index is out of range or malformed for the tensor it indexes."""

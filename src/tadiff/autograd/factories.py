@@ -1,0 +1,172 @@
+"""Tensor factories: ``tensor zeros ones full arange linspace eye rand randn`` and ``*_like``.
+
+Floating results default to float32, as in torch; arrays passed to ``tensor`` keep their dtype
+(float64 stays float64). ``manual_seed`` seeds the generator behind ``rand``/``randn``.
+
+Example:
+    >>> import tadiff as td
+    >>> td.tensor([1.0, 2.0]).dtype, td.tensor(np.zeros(2)).dtype
+    (dtype('float32'), dtype('float64'))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tadiff.autograd.tensor import Tensor
+from tadiff.errors import DTypeError, InputError
+
+_rng = np.random.default_rng()
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the generator used by ``rand``/``randn`` (and their ``_like`` forms)."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+
+
+def _dtype(dtype: Any, default: Any = np.float32) -> np.dtype:
+    try:
+        return np.dtype(default if dtype is None else dtype)
+    except TypeError:
+        raise DTypeError(f"unknown dtype {dtype!r}") from None
+
+
+def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    try:
+        shape = tuple(int(s) for s in size)
+    except TypeError:
+        raise DTypeError(f"size must be ints, got {size!r}") from None
+    if any(s < 0 for s in shape):
+        raise InputError(f"negative dimension in size {shape}")
+    return shape
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new leaf Tensor holding a copy of ``data``.
+
+    Args:
+        data: a number, nested lists, a NumPy array or a Tensor.
+        dtype: NumPy dtype; default: the array's own dtype, float32 for Python floats, int64 for
+            Python ints.
+        requires_grad: whether gradients should be accumulated into ``.grad``.
+
+    Example:
+        >>> tensor([[1, 2], [3, 4]]).dtype
+        dtype('int64')
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, (np.ndarray, np.generic)):
+        arr = np.array(data, dtype=dtype, copy=True)
+    else:
+        arr = np.array(data, dtype=dtype)
+        if dtype is None and arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        if arr.dtype == object:
+            raise DTypeError(f"tensor(): could not make a numeric array from {type(data).__name__}")
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros of shape ``size`` (ints or one tuple)."""
+    return _new(np.zeros(_size(size), _dtype(dtype)), requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones of shape ``size``."""
+    return _new(np.ones(_size(size), _dtype(dtype)), requires_grad)
+
+
+def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of shape ``size`` filled with ``fill_value`` (dtype inferred like ``tensor``)."""
+    if dtype is None:
+        dtype = tensor(fill_value).dtype
+    return _new(np.full(_size((size,)), fill_value, _dtype(dtype)), requires_grad)
+
+
+def empty(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """An uninitialized tensor (zeros here: NumPy's ``empty`` would expose stale memory)."""
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+
+
+def arange(
+    start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Values ``start, start+step, ...`` below ``end`` (``arange(n)``: ``0..n-1``); int64 for
+    integer arguments, float32 otherwise."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise InputError("arange: step must be nonzero")
+    is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    arr = np.arange(start, end, step, dtype=_dtype(dtype, np.int64 if is_int else np.float32))
+    return _new(arr, requires_grad)
+
+
+def linspace(
+    start: float, end: float, steps: int, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise InputError(f"linspace: number of steps must be non-negative, got {steps}")
+    return _new(np.linspace(start, end, steps, dtype=_dtype(dtype)), requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """The ``n x m`` identity (``m`` defaults to ``n``)."""
+    return _new(np.eye(n, m, dtype=_dtype(dtype)), requires_grad)
+
+
+def rand(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) (seed with ``manual_seed``)."""
+    return _new(_rng.random(_size(size)).astype(_dtype(dtype)), requires_grad)
+
+
+def randn(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples (seed with ``manual_seed``)."""
+    return _new(_rng.standard_normal(_size(size)).astype(_dtype(dtype)), requires_grad)
+
+
+def _like(t: Any, dtype: Any) -> tuple[tuple[int, ...], Any]:
+    shape = t.shape if isinstance(t, (Tensor, np.ndarray)) else np.shape(t)
+    dt = dtype if dtype is not None else getattr(t, "dtype", None)
+    return shape, dt
+
+
+def zeros_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Zeros with ``t``'s shape and dtype."""
+    shape, dt = _like(t, dtype)
+    return zeros(shape, dtype=dt, requires_grad=requires_grad)
+
+
+def ones_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Ones with ``t``'s shape and dtype."""
+    shape, dt = _like(t, dtype)
+    return ones(shape, dtype=dt, requires_grad=requires_grad)
+
+
+def full_like(t: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """``fill_value`` everywhere, with ``t``'s shape and dtype."""
+    shape, dt = _like(t, dtype)
+    return full(shape, fill_value, dtype=dt, requires_grad=requires_grad)
+
+
+def rand_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples with ``t``'s shape and dtype."""
+    shape, dt = _like(t, dtype)
+    return rand(shape, dtype=dt, requires_grad=requires_grad)
+
+
+def randn_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Normal samples with ``t``'s shape and dtype."""
+    shape, dt = _like(t, dtype)
+    return randn(shape, dtype=dt, requires_grad=requires_grad)

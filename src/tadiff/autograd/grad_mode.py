@@ -1,0 +1,101 @@
+"""Grad mode: whether operations record the graph. Thread-local, like PyTorch's.
+
+``no_grad``, ``enable_grad`` and ``set_grad_enabled`` work as context managers and as function
+decorators. Ops read ``_state.enabled`` on their hot path, so it is a plain attribute of a
+``threading.local`` whose class supplies the default for new threads.
+
+Example:
+    >>> import tadiff as td
+    >>> x = td.tensor([1.0], requires_grad=True)
+    >>> with td.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class _GradState(threading.local):
+    enabled = True  # class attribute: the default each new thread sees
+
+
+_state = _GradState()
+
+
+def is_grad_enabled() -> bool:
+    """Return whether operations currently record the graph (per thread)."""
+    return _state.enabled
+
+
+class _GradModeContext:
+    """Base of the grad-mode switches: a context manager that also decorates functions."""
+
+    _target: bool
+
+    def __enter__(self) -> None:
+        self._previous = _state.enabled
+        _state.enabled = self._target
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self._previous
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        target = self._target
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            previous = _state.enabled
+            _state.enabled = target
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _state.enabled = previous
+
+        return wrapper
+
+
+class no_grad(_GradModeContext):  # noqa: N801 - PyTorch's name
+    """Disable graph recording inside the block (or decorated function).
+
+    Example:
+        >>> with no_grad():
+        ...     pass
+    """
+
+    _target = False
+
+
+class enable_grad(_GradModeContext):  # noqa: N801 - PyTorch's name
+    """Enable graph recording inside the block, even within ``no_grad``."""
+
+    _target = True
+
+
+class set_grad_enabled(_GradModeContext):  # noqa: N801 - PyTorch's name
+    """Set grad mode to ``mode``: immediately (like a function call) and for a ``with`` block.
+
+    Args:
+        mode: True to record the graph, False not to.
+
+    Example:
+        >>> with set_grad_enabled(False):
+        ...     assert not is_grad_enabled()
+    """
+
+    def __init__(self, mode: bool):
+        self._target = bool(mode)
+        self._previous = _state.enabled
+        _state.enabled = self._target
+
+    def __enter__(self) -> None:
+        pass  # already switched in __init__, as torch does
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        _state.enabled = self._previous  # used as a decorator: undo the eager switch
+        return super().__call__(fn)

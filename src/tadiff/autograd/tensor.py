@@ -1,0 +1,312 @@
+"""``Tensor``: a NumPy array that records the operations applied to it.
+
+A Tensor is a thin record over ``data`` (a ``numpy.ndarray``): ``requires_grad``, ``grad``,
+``grad_fn`` (the backward node that made it, ``None`` for leaves) and ``_output_nr`` (which output
+of that node it is). Operations (``+``, ``exp``, ``sum``, indexing, ...) are defined in
+``tadiff.ops`` and bound onto this class there, so this module holds only the record itself, the
+autograd entry points (``backward``, hooks, ``retain_grad``, ``detach``) and conversions.
+
+The class uses ``__slots__`` and keeps rarely used state (hooks, views, the leaf's gradient
+accumulator) in one lazily created ``_meta`` object, so creating a Tensor in an op is cheap.
+
+Example:
+    >>> import tadiff as td
+    >>> x = td.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4.])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tadiff.errors import AutogradError, DTypeError
+
+_ndarray = np.ndarray
+
+
+class _Meta:
+    """Rarely used per-tensor state, created on first use."""
+
+    __slots__ = ("acc", "base", "has_views", "hooks", "retains_grad")
+
+    def __init__(self) -> None:
+        self.acc = None  # weakref to the leaf's AccumulateGrad node
+        self.base = None  # the Tensor whose memory a view shares
+        self.has_views = False  # some view shares this tensor's memory
+        self.hooks = None  # leaf gradient hooks: list of callables
+        self.retains_grad = False
+
+
+class Tensor:
+    """A NumPy array that records operations for reverse-mode differentiation.
+
+    Build tensors with :func:`tadiff.tensor` and the other factories; ``Tensor(ndarray)`` wraps an
+    array without copying.
+
+    Attributes:
+        data: the underlying ``numpy.ndarray`` (a documented difference from torch, where
+            ``.data`` is a Tensor).
+        grad: the accumulated gradient (a Tensor) after ``backward``; ``None`` before.
+        grad_fn: the backward node that produced this tensor; ``None`` for leaves.
+
+    Example:
+        >>> t = Tensor(np.zeros(3, dtype=np.float32), requires_grad=True)
+        >>> t.is_leaf, t.shape
+        (True, (3,))
+    """
+
+    __slots__ = ("__weakref__", "_meta", "_output_nr", "_rg", "_vc", "data", "grad", "grad_fn")
+    # Make NumPy hand mixed expressions (ndarray * Tensor) to Tensor's reflected operators.
+    __array_ufunc__ = None
+    __hash__ = object.__hash__  # __eq__ is element-wise, identity stays the hash like torch
+
+    def __init__(self, data: Any, requires_grad: bool = False):
+        if type(data) is not _ndarray:
+            data = np.asarray(data.data if isinstance(data, Tensor) else data)
+        self.data = data
+        self._rg = False
+        self.grad = None
+        self.grad_fn = None
+        self._output_nr = 0
+        self._vc = None
+        self._meta = None
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # -- the autograd record -------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to this tensor (set on leaves with ``requires_grad_``)."""
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` on a leaf in place and return ``self``.
+
+        Raises:
+            AutogradError: on a non-leaf asked to stop requiring grad.
+            DTypeError: when asked to require grad on a non-floating dtype.
+        """
+        if self.grad_fn is not None:
+            if requires_grad:
+                return self
+            raise AutogradError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
+        if requires_grad and self.data.dtype.kind not in "fc":
+            raise DTypeError(
+                "only Tensors of floating point dtype can require gradients; "
+                f"this tensor has dtype {self.data.dtype}"
+            )
+        self._rg = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded operation."""
+        return self.grad_fn is None
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of ``grad_fn`` this tensor is (0 for single-output ops)."""
+        return self._output_nr
+
+    @property
+    def _version(self) -> int:
+        """How many in-place modifications this tensor's memory has seen (shared by views)."""
+        vc = self._vc
+        return vc[0] if vc is not None else 0
+
+    @property
+    def _base(self) -> Tensor | None:
+        """The tensor whose memory this view shares, or ``None``."""
+        return self._meta.base if self._meta is not None else None
+
+    def _get_meta(self) -> _Meta:
+        meta = self._meta
+        if meta is None:
+            meta = self._meta = _Meta()
+        return meta
+
+    def backward(
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Any = None,
+    ) -> None:
+        """Accumulate d(self)/d(leaf) · gradient into ``.grad`` of the leaves.
+
+        Args:
+            gradient: the vector of the vector-Jacobian product, shaped like ``self``; may be
+                omitted only for single-element outputs (it is then 1).
+            retain_graph: keep saved tensors for another backward; defaults to ``create_graph``.
+            create_graph: record the backward pass, so the gradients can be differentiated.
+            inputs: tensors to accumulate into (default: every leaf that requires grad).
+
+        Example:
+            >>> x = Tensor(np.array(3.0), requires_grad=True)
+            >>> (x * x).backward()
+            >>> float(x.grad)
+            6.0
+        """
+        from tadiff.autograd.engine import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
+        """Call ``hook(grad)`` whenever the gradient for this tensor is computed.
+
+        The hook may return a replacement gradient. Returns a handle with ``remove()``.
+        """
+        from tadiff.autograd.graph import register_tensor_hook
+
+        return register_tensor_hook(self, hook)
+
+    def retain_grad(self) -> None:
+        """Make a non-leaf tensor keep its gradient in ``.grad`` after backward."""
+        from tadiff.autograd.graph import retain_grad
+
+        retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether ``retain_grad()`` was called on this non-leaf tensor."""
+        return self._meta is not None and self._meta.retains_grad
+
+    def detach(self) -> Tensor:
+        """A new leaf sharing this tensor's memory (and version counter), outside the graph."""
+        out = Tensor(self.data)
+        if self._vc is None:
+            self._vc = [0]
+        out._vc = self._vc
+        return out
+
+    def detach_(self) -> Tensor:
+        """Detach this tensor from the graph in place, making it a leaf."""
+        self.grad_fn = None
+        self._rg = False
+        self._output_nr = 0
+        return self
+
+    # -- conversions ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape, a tuple of ints."""
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype."""
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self.data.ndim
+
+    @property
+    def device(self) -> str:
+        """Always ``"cpu"``: tadiff's engine runs on NumPy."""
+        return "cpu"
+
+    def dim(self) -> int:
+        """Number of dimensions (torch's name)."""
+        return self.data.ndim
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape, or the length of dimension ``dim``."""
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return self.data.size
+
+    def item(self) -> Any:
+        """The single element as a Python number."""
+        if self.data.size != 1:
+            raise AutogradError(
+                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
+            )
+        return self.data.item()
+
+    def tolist(self) -> Any:
+        """The elements as nested Python lists."""
+        return self.data.tolist()
+
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shared, not copied)."""
+        return self.data
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if dtype is not None and dtype != self.data.dtype:
+            return self.data.astype(dtype)
+        return self.data.copy() if copy else self.data
+
+    @staticmethod
+    def __tadiff_namespace__() -> Any:
+        import tadiff  # deferred: tadiff imports this module
+
+        return tadiff
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise AutogradError(
+                f"Boolean value of Tensor with {self.data.size} elements is ambiguous"
+            )
+        return bool(self.data)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.data.dtype.kind not in "iub":
+            raise DTypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        body = np.array2string(
+            self.data, separator=", ", prefix="tensor(", floatmode="maxprec", precision=4
+        )
+        extras = []
+        if self.data.dtype not in (np.float32, np.int64, np.bool_):
+            extras.append(f"dtype={self.data.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self._rg:
+            extras.append("requires_grad=True")
+        return "tensor(" + ", ".join([body, *extras]) + ")"
+
+
+def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:
+    """Fast internal constructor: ``data`` must already be an ndarray (ops' hot path)."""
+    t = _new(Tensor)
+    t.data = data
+    t._rg = grad_fn is not None
+    t.grad = None
+    t.grad_fn = grad_fn
+    t._output_nr = output_nr
+    t._vc = None
+    t._meta = None
+    return t
+
+
+_new = object.__new__

@@ -1,0 +1,109 @@
+"""Shared helpers of the op modules: converting arguments and checking dims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tadiff.autograd.grad_mode import _state
+from tadiff.autograd.graph import record, record_multi
+from tadiff.autograd.tensor import Tensor, _make
+from tadiff.errors import DTypeError, InputError
+
+__all__ = [
+    "Tensor",
+    "_make",
+    "_state",
+    "as_tensor",
+    "needs_grad",
+    "norm_dim",
+    "norm_dims",
+    "record",
+    "record_multi",
+    "scalar_array",
+]
+
+_SCALARS = (int, float, bool)
+
+
+def scalar_array(value: Any, like: np.dtype) -> np.ndarray:
+    """A Python scalar as a 0-d array that does not promote a tensor of dtype ``like``.
+
+    NumPy keeps Python scalars "weak" but not 0-d arrays, so a float64 0-d array would turn a
+    float32 computation into float64; torch's rule is to take the tensor's dtype, which this
+    follows (an int tensor meeting a float becomes float32, torch's default float).
+    """
+    if isinstance(value, bool):
+        dtype = like if like.kind == "b" or like.kind in "iufc" else np.bool_
+    elif isinstance(value, int):
+        dtype = like if like.kind in "iufc" else np.int64
+    elif isinstance(value, float):
+        dtype = like if like.kind in "fc" else np.float32
+    else:
+        dtype = like if like.kind == "c" else np.complex64
+    return np.asarray(value, dtype)
+
+
+def as_tensor(value: Any, like: Tensor | None = None, name: str = "argument") -> Tensor:
+    """``value`` as a Tensor: Tensors pass through, arrays are wrapped (no copy), Python scalars
+    take the dtype of ``like`` (see :func:`scalar_array`)."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return _make(value)
+    if isinstance(value, np.generic):
+        return _make(np.asarray(value))
+    if isinstance(value, _SCALARS) or isinstance(value, complex):
+        if like is not None:
+            return _make(scalar_array(value, like.data.dtype))
+        return _make(np.asarray(value, np.float32 if isinstance(value, float) else None))
+    if isinstance(value, (list, tuple)):
+        arr = np.asarray(value)
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        return _make(arr)
+    raise DTypeError(f"{name} must be a Tensor, array or number; got {type(value).__name__}")
+
+
+def needs_grad(*tensors: Tensor) -> bool:
+    """Whether an op over ``tensors`` must be recorded now."""
+    if not _state.enabled:
+        return False
+    return any(t._rg for t in tensors)
+
+
+def norm_dim(dim: Any, ndim: int, what: str = "dim") -> int:
+    """A dimension index in ``range(ndim)``; negative counts from the end."""
+    try:
+        d = int(dim)
+    except TypeError:
+        raise DTypeError(f"{what} must be an int, got {type(dim).__name__}") from None
+    if not -max(ndim, 1) <= d < max(ndim, 1):
+        raise InputError(
+            f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
+            f"{max(ndim, 1) - 1}], but got {d}) for a {ndim}-d tensor ({what})"
+        )
+    return d % max(ndim, 1)
+
+
+def norm_dims(dim: Any, ndim: int) -> tuple[int, ...] | None:
+    """Reduction dims as a sorted tuple of distinct non-negative ints, or None for all."""
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    out = tuple(sorted({norm_dim(d, ndim) for d in dims}))
+    if ndim == 0:
+        return None
+    if len(out) != len(dims):
+        raise InputError(f"dim {dims} appears multiple times in the list of dims")
+    return out
+
+
+def pick_axis(dim: Any, axis: Any, default: Any = None) -> Any:
+    """Accept torch's ``dim=`` or NumPy's ``axis=`` (not both)."""
+    if axis is not None:
+        if dim is not None:
+            raise InputError("pass either dim= or axis=, not both")
+        return axis
+    return default if dim is None else dim

@@ -1,0 +1,121 @@
+"""The two namespaces VJP formulas are written against: plain arrays, or recorded Tensors.
+
+Every VJP in ``tadiff.ops.derivatives`` receives ``F`` as its first argument and uses only Python
+operators and ``F.<function>``. In an ordinary backward pass ``F`` is ``ARRAY`` (NumPy
+functions on raw ndarrays: no Tensor, no node, no bookkeeping); when ``create_graph=True`` it is
+``GRAPH`` (the differentiable tadiff ops on Tensors), so the very same formula is recorded and can
+be differentiated again. One formula, two engines — the same idea as ``tadiff._array.namespace``.
+
+Both namespaces expose the same functions with the same semantics; ``tests/ops`` checks gradients
+in both modes (first order through ``ARRAY``, higher orders through ``GRAPH``).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+
+def _reduced_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Axes of a gradient of shape ``gshape`` to sum so it fits a broadcast input ``shape``."""
+    lead = len(gshape) - len(shape)
+    return tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1
+    )
+
+
+def keepdim_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None) -> tuple[int, ...]:
+    """``shape`` with the reduced ``dims`` (all when None) set to 1."""
+    if dims is None:
+        return (1,) * len(shape)
+    return tuple(1 if i in dims else n for i, n in enumerate(shape))
+
+
+def _index_scatter(g: Any, key: Any, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(shape, np.result_type(g))
+    np.add.at(out, key, g)
+    return out
+
+
+def _full_index(index: np.ndarray, dim: int) -> tuple[Any, ...]:
+    """Index arrays that address ``target[..., index[...], ...]`` along ``dim`` (torch gather)."""
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+def _scatter_add_zeros(g: Any, dim: int, index: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(shape, np.result_type(g))
+    np.add.at(out, _full_index(index, dim), g)
+    return out
+
+
+def _gather(x: Any, dim: int, index: np.ndarray) -> np.ndarray:
+    return np.asarray(x)[_full_index(index, dim)]
+
+
+def _prod_others(x: np.ndarray, dims: tuple[int, ...] | None) -> np.ndarray:
+    """For each element, the product of the *other* elements of its reduction group.
+
+    Exclusive prefix and suffix products along the flattened group: exact with zeros, O(n).
+    """
+    x = np.asarray(x)
+    dims = tuple(range(x.ndim)) if dims is None else dims
+    keep = [i for i in range(x.ndim) if i not in dims]
+    moved = np.transpose(x, keep + list(dims))
+    flat = moved.reshape(*moved.shape[: len(keep)], -1)
+    ones = np.ones((*flat.shape[:-1], 1), x.dtype)
+    before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    after = np.flip(np.cumprod(np.flip(np.concatenate([flat[..., 1:], ones], axis=-1), -1), -1), -1)
+    others = (before * after).reshape(moved.shape)
+    return np.transpose(others, np.argsort(keep + list(dims)))
+
+
+def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
+    gshape = np.shape(g)
+    if gshape == shape:
+        return g
+    return np.sum(g, axis=_reduced_axes(gshape, shape), keepdims=True).reshape(shape)
+
+
+def _unreduce(g: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> Any:
+    if not keepdim:
+        g = np.reshape(g, keepdim_shape(shape, dims))
+    return np.broadcast_to(g, shape)
+
+
+ARRAY = SimpleNamespace(
+    data=np.asarray,
+    dtype=np.result_type,
+    sum_to=_sum_to,
+    unreduce=_unreduce,
+    broadcast_to=np.broadcast_to,
+    reshape=np.reshape,
+    permute=np.transpose,
+    swapaxes=np.swapaxes,
+    flip=np.flip,
+    exp=np.exp,
+    log=np.log,
+    sin=np.sin,
+    cos=np.cos,
+    sign=np.sign,
+    where=np.where,
+    sum=lambda x, dims, keepdim: np.sum(x, axis=dims, keepdims=keepdim),
+    mean=lambda x, dims, keepdim: np.mean(x, axis=dims, keepdims=keepdim),
+    cast=lambda x, dtype: np.asarray(x).astype(dtype, copy=False),
+    stack=lambda xs, axis: np.stack(xs, axis),
+    cat=lambda xs, axis: np.concatenate(xs, axis),
+    index_scatter=_index_scatter,
+    gather=_gather,
+    scatter_add_zeros=_scatter_add_zeros,
+    einsum=lambda eq, *ops: np.einsum(eq, *ops, optimize=len(ops) > 2),
+    prod_others=_prod_others,
+)
+
+# Filled by ``tadiff.ops`` once the differentiable ops exist (they depend on this module).
+GRAPH = SimpleNamespace()
+
+
+__all__ = ["ARRAY", "GRAPH", "keepdim_shape"]

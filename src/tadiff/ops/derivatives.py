@@ -1,0 +1,339 @@
+"""The VJP table: every primitive op's backward node, and its gradient formula per input.
+
+Read it like PyTorch's ``derivatives.yaml``: one entry per backward node, named as PyTorch names
+it, with one formula per op input. A formula is called as ``vjp(F, g, *saved, *args)``:
+
+- ``F``: the namespace the formula computes with (``tadiff.ops._dual``): NumPy on raw arrays in a
+  plain backward pass, differentiable tadiff ops under ``create_graph`` — so each formula is also
+  its own second derivative's forward.
+- ``g``: the gradient of the op's output.
+- ``saved``: what the forward op saved, in order (input tensors, then the result if saved).
+- ``args``: the op's plain parameters (shapes, axes, exponents).
+
+Formulas must keep the gradient's dtype: only Python scalars (NumPy treats them as weak) and
+arrays of ``g``'s dtype enter them. Broadcasting inputs are reduced back with ``F.sum_to``.
+Piecewise ops fix a subgradient convention: ``abs``/``relu`` use 0 at 0, ``clamp`` passes the
+gradient on the closed interval, ``maximum``/``minimum`` split ties equally (as torch does),
+``amax``/``max()`` share the gradient equally among tied maxima, ``max(dim)`` gives it to the
+returned index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tadiff.autograd.graph import MultiOutputNode, Node
+from tadiff.ops._dual import ARRAY, GRAPH, keepdim_shape
+
+VJP = Callable[..., Any]
+
+
+class OpNode(Node):
+    """A primitive op's backward node: applies the formula of each input that needs a gradient."""
+
+    __slots__ = ()
+    vjps: tuple[VJP | None, ...] = ()
+
+    def _apply(self, g: Any, create_graph: bool) -> list[Any]:
+        F = GRAPH if create_graph else ARRAY
+        values = self._unpack(create_graph) if self._saved else ()
+        args = self._args
+        return [
+            None if nxt is None or fn is None else fn(F, g, *values, *args)
+            for fn, (nxt, _) in zip(self.vjps, self.next_functions)
+        ]
+
+
+class IndexedOpNode(Node):
+    """A node over a variable number of inputs (``cat``, ``stack``, ``einsum``): one formula
+    ``vjp(F, g, i, *saved, *args)`` that takes the input's position ``i``."""
+
+    __slots__ = ()
+    vjp: VJP
+
+    def _apply(self, g: Any, create_graph: bool) -> list[Any]:
+        F = GRAPH if create_graph else ARRAY
+        values = self._unpack(create_graph) if self._saved else ()
+        args = self._args
+        vjp = type(self).vjp
+        return [
+            None if nxt is None else vjp(F, g, i, *values, *args)
+            for i, (nxt, _) in enumerate(self.next_functions)
+        ]
+
+
+class MultiOpNode(MultiOutputNode):
+    """A node of an op with several outputs (``unbind``, ``split``): ``vjp(F, grads, *args)``
+    gets one gradient per output, zeros filled in for outputs that received none."""
+
+    __slots__ = ()
+    vjp: VJP
+
+    def _apply(self, grads: list[Any], create_graph: bool) -> list[Any]:
+        F = GRAPH if create_graph else ARRAY
+        return [type(self).vjp(F, self._zeros_for_missing(grads, create_graph), *self._args)]
+
+
+def _node(name: str, *vjps: VJP | None) -> type[OpNode]:
+    return type(name, (OpNode,), {"__slots__": (), "vjps": vjps, "__module__": __name__})
+
+
+def _indexed(name: str, vjp: VJP) -> type[IndexedOpNode]:
+    return type(name, (IndexedOpNode,), {"__slots__": (), "vjp": staticmethod(vjp)})
+
+
+def _multi(name: str, vjp: VJP) -> type[MultiOpNode]:
+    return type(name, (MultiOpNode,), {"__slots__": (), "vjp": staticmethod(vjp)})
+
+
+# ---- helpers used by several formulas --------------------------------------------------------
+
+
+def _masked(F: Any, keep: Any, g: Any) -> Any:
+    """``g`` where the boolean array ``keep`` holds, 0 elsewhere."""
+    return F.where(keep, g, 0)
+
+
+def _max_weights(F: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
+    """Equal shares of the gradient for every element tied at the max/min (a constant array)."""
+    xd = F.data(x)
+    hit = xd == ARRAY.unreduce(F.data(result), xd.shape, dims, keepdim)
+    return hit / hit.sum(axis=dims, keepdims=True).astype(xd.dtype)
+
+
+def _matmul_a(F: Any, g: Any, a: Any, b: Any) -> Any:
+    sa, sb = a.shape, b.shape
+    if len(sa) == 1 and len(sb) == 1:
+        return g * b
+    if len(sb) == 1:  # (..., n, k) @ (k,) -> (..., n)
+        return F.sum_to(F.reshape(g, (*g.shape, 1)) * b, sa)
+    if len(sa) == 1:  # (k,) @ (..., k, m) -> (..., m)
+        ga = b @ F.reshape(g, (*g.shape, 1))
+        return F.sum_to(F.reshape(ga, ga.shape[:-1]), sa)
+    return F.sum_to(g @ F.swapaxes(b, -1, -2), sa)
+
+
+def _matmul_b(F: Any, g: Any, a: Any, b: Any) -> Any:
+    sa, sb = a.shape, b.shape
+    if len(sa) == 1 and len(sb) == 1:
+        return g * a
+    if len(sb) == 1:  # g: (..., n); a: (..., n, k)
+        gb = F.swapaxes(a, -1, -2) @ F.reshape(g, (*g.shape, 1))
+        return F.sum_to(F.reshape(gb, gb.shape[:-1]), sb)
+    if len(sa) == 1:  # g: (..., m); a: (k,)
+        return F.sum_to(
+            F.reshape(a, (sa[0], 1)) * F.reshape(g, (*g.shape[:-1], 1, g.shape[-1])), sb
+        )
+    return F.sum_to(F.swapaxes(a, -1, -2) @ g, sb)
+
+
+def _pow_exponent(F: Any, g: Any, a: Any, b: Any, result: Any) -> Any:
+    # d(a**b)/db = a**b log a; defined as 0 where a == 0 and b >= 0 (the limit torch uses)
+    ad, bd = F.data(a), F.data(b)
+    safe = F.where((ad == 0) & (bd >= 0), 1, a)
+    return F.sum_to(_masked(F, (ad != 0) | (bd < 0), g * result * F.log(safe)), b.shape)
+
+
+def _pow_scalar_exponent(F: Any, g: Any, result: Any, base: float) -> Any:
+    import math
+
+    return g * result * math.log(base) if base > 0 else g * result * float("nan")
+
+
+def _norm2(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
+    rd = F.data(result)
+    safe = F.where(rd == 0, 1, result)
+    scale = _masked(F, rd != 0, g / safe)
+    return F.unreduce(scale, x.shape, dims, keepdim) * x
+
+
+def _variance(F: Any, g: Any, x: Any, dims: Any, keepdim: bool, correction: float, n: int) -> Any:
+    centered = x - F.mean(x, dims, True)
+    return F.unreduce(g, x.shape, dims, keepdim) * centered * (2.0 / (n - correction))
+
+
+def _std(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool, c: float, n: int) -> Any:
+    centered = x - F.mean(x, dims, True)
+    return F.unreduce(g / result, x.shape, dims, keepdim) * centered * (1.0 / (n - c))
+
+
+def _cat_piece(F: Any, g: Any, i: int, axis: int, offsets: tuple[int, ...]) -> Any:
+    key = (slice(None),) * axis + (slice(offsets[i], offsets[i + 1]),)
+    return g[key]
+
+
+def _einsum_operand(F: Any, g: Any, i: int, *rest: Any) -> Any:
+    *operands, plan = rest
+    spec, others, constants, shape = plan[i]
+    picked = [operands[j] for j in others]
+    return F.sum_to(F.einsum(spec, g, *picked, *constants), shape)
+
+
+def _maximum_a(F: Any, g: Any, a: Any, b: Any) -> Any:
+    ad, bd = F.data(a), F.data(b)
+    return F.sum_to(F.where(ad > bd, g, _masked(F, ad == bd, g / 2)), a.shape)
+
+
+def _maximum_b(F: Any, g: Any, a: Any, b: Any) -> Any:
+    ad, bd = F.data(a), F.data(b)
+    return F.sum_to(F.where(bd > ad, g, _masked(F, ad == bd, g / 2)), b.shape)
+
+
+def _minimum_a(F: Any, g: Any, a: Any, b: Any) -> Any:
+    ad, bd = F.data(a), F.data(b)
+    return F.sum_to(F.where(ad < bd, g, _masked(F, ad == bd, g / 2)), a.shape)
+
+
+def _minimum_b(F: Any, g: Any, a: Any, b: Any) -> Any:
+    ad, bd = F.data(a), F.data(b)
+    return F.sum_to(F.where(bd < ad, g, _masked(F, ad == bd, g / 2)), b.shape)
+
+
+# ---- the table -------------------------------------------------------------------------------
+# fmt: off
+
+# element-wise, one input                          saved        args
+NegBackward0 = _node("NegBackward0", lambda F, g: -g)
+ExpBackward0 = _node("ExpBackward0", lambda F, g, r: g * r)                         # result
+LogBackward0 = _node("LogBackward0", lambda F, g, x: g / x)                         # x
+Log1PBackward0 = _node("Log1PBackward0", lambda F, g, x: g / (x + 1))               # x
+Expm1Backward0 = _node("Expm1Backward0", lambda F, g, r: g * (r + 1))               # result
+SinBackward0 = _node("SinBackward0", lambda F, g, x: g * F.cos(x))                  # x
+CosBackward0 = _node("CosBackward0", lambda F, g, x: -g * F.sin(x))                 # x
+TanBackward0 = _node("TanBackward0", lambda F, g, r: g * (r * r + 1))               # result
+TanhBackward0 = _node("TanhBackward0", lambda F, g, r: g * (1 - r * r))             # result
+SigmoidBackward0 = _node("SigmoidBackward0", lambda F, g, r: g * r * (1 - r))       # result
+ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, F.data(r) > 0, g))  # result
+SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))                 # result
+AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))                 # x
+SignBackward0 = _node("SignBackward0", lambda F, g: g * 0)
+ClampBackward1 = _node(                                                             # x; lo, hi
+    "ClampBackward1",
+    lambda F, g, x, lo, hi: _masked(F, (F.data(x) >= lo) & (F.data(x) <= hi), g),
+)
+PowBackward0 = _node(                                                               # x; exponent
+    "PowBackward0", lambda F, g, x, p: g * p * x ** (p - 1) if p != 0 else g * 0
+)
+PowBackward2 = _node("PowBackward2", None, _pow_scalar_exponent)                    # result; base
+CloneBackward0 = _node("CloneBackward0", lambda F, g: g)
+ToCopyBackward0 = _node("ToCopyBackward0", lambda F, g, dtype: F.cast(g, dtype))    # ; in dtype
+
+# element-wise, two inputs (broadcasting: gradients are summed back to each input's shape)
+AddBackward0 = _node(                                                               # ; shapes
+    "AddBackward0", lambda F, g, sa, sb: F.sum_to(g, sa), lambda F, g, sa, sb: F.sum_to(g, sb)
+)
+SubBackward0 = _node(
+    "SubBackward0", lambda F, g, sa, sb: F.sum_to(g, sa), lambda F, g, sa, sb: F.sum_to(-g, sb)
+)
+RsubBackward1 = _node("RsubBackward1", lambda F, g: -g)                            # scalar - x
+MulBackward0 = _node(                                                               # a, b
+    "MulBackward0",
+    lambda F, g, a, b: F.sum_to(g * b, a.shape),
+    lambda F, g, a, b: F.sum_to(g * a, b.shape),
+)
+MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None)             # ; scalar
+DivBackward0 = _node(                                                               # a, b
+    "DivBackward0",
+    lambda F, g, a, b: F.sum_to(g / b, a.shape),
+    lambda F, g, a, b: F.sum_to(-g * a / (b * b), b.shape),
+)
+DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None)             # ; scalar
+RdivBackward0 = _node("DivBackward0", None, lambda F, g, x, s: -g * s / (x * x))    # x; scalar
+PowBackward1 = _node(                                                               # a, b, result
+    "PowBackward1",
+    lambda F, g, a, b, r: F.sum_to(g * b * a ** (b - 1), a.shape),
+    _pow_exponent,
+)
+MaximumBackward0 = _node("MaximumBackward0", _maximum_a, _maximum_b)                # a, b
+MinimumBackward0 = _node("MinimumBackward0", _minimum_a, _minimum_b)                # a, b
+WhereBackward0 = _node(                                                             # ; cond, shapes
+    "WhereBackward0",
+    lambda F, g, c, sa, sb: F.sum_to(_masked(F, c, g), sa),
+    lambda F, g, c, sa, sb: F.sum_to(F.where(c, 0, g), sb),
+)
+
+# reductions (dims: tuple of axes or None for all; keepdim as given)
+SumBackward1 = _node(                                                               # ; shape, dims, keepdim
+    "SumBackward1", lambda F, g, shape, dims, keepdim: F.unreduce(g, shape, dims, keepdim)
+)
+MeanBackward1 = _node(                                                              # ; ..., count
+    "MeanBackward1", lambda F, g, shape, dims, keepdim, n: F.unreduce(g / n, shape, dims, keepdim)
+)
+VarBackward0 = _node("VarBackward0", _variance)                                     # x; dims, keepdim, correction, n
+StdBackward0 = _node("StdBackward0", _std)                                          # x, result; same
+ProdBackward1 = _node(                                                              # x; dims, keepdim
+    "ProdBackward1",
+    lambda F, g, x, dims, keepdim: F.unreduce(g, x.shape, dims, keepdim) * F.prod_others(x, dims),
+)
+AmaxBackward0 = _node(                                                              # x, result; dims, keepdim
+    "AmaxBackward0",
+    lambda F, g, x, r, dims, keepdim:
+        F.unreduce(g, x.shape, dims, keepdim) * _max_weights(F, x, r, dims, keepdim),
+)
+AminBackward0 = _node("AminBackward0", *AmaxBackward0.vjps)
+MaxBackward0 = _node(                                                               # ; shape, dim, keepdim, indices
+    "MaxBackward0",
+    lambda F, g, shape, dim, keepdim, idx: F.scatter_add_zeros(
+        F.reshape(g, keepdim_shape(shape, (dim,))), dim, idx, shape),
+)
+MinBackward0 = _node("MinBackward0", *MaxBackward0.vjps)
+LogsumexpBackward0 = _node(                                                         # x, result; dims, keepdim
+    "LogsumexpBackward0",
+    lambda F, g, x, r, dims, keepdim: F.unreduce(g, x.shape, dims, keepdim)
+        * F.exp(x - F.unreduce(r, x.shape, dims, keepdim)),
+)
+NormBackward1 = _node("NormBackward1", _norm2)                                      # x, result; dims, keepdim
+SoftmaxBackward0 = _node(                                                           # result; dim
+    "SoftmaxBackward0", lambda F, g, r, dim: r * (g - F.sum(g * r, (dim,), True))
+)
+LogSoftmaxBackward0 = _node(                                                        # result; dim
+    "LogSoftmaxBackward0", lambda F, g, r, dim: g - F.exp(r) * F.sum(g, (dim,), True)
+)
+
+# shape ops
+ViewBackward0 = _node("ViewBackward0", lambda F, g, shape: F.reshape(g, shape))     # ; input shape
+SqueezeBackward1 = _node("SqueezeBackward1", *ViewBackward0.vjps)
+UnsqueezeBackward0 = _node("UnsqueezeBackward0", *ViewBackward0.vjps)
+TransposeBackward0 = _node(                                                         # ; dim0, dim1
+    "TransposeBackward0", lambda F, g, d0, d1: F.swapaxes(g, d0, d1)
+)
+PermuteBackward0 = _node("PermuteBackward0", lambda F, g, inverse: F.permute(g, inverse))
+ExpandBackward0 = _node("ExpandBackward0", lambda F, g, shape: F.sum_to(g, shape))  # ; input shape
+FlipBackward0 = _node("FlipBackward0", lambda F, g, dims: F.flip(g, dims))          # ; dims
+CatBackward0 = _indexed("CatBackward0", _cat_piece)                                 # ; axis, offsets
+StackBackward0 = _indexed(                                                          # ; axis
+    "StackBackward0", lambda F, g, i, axis: g[(slice(None),) * axis + (i,)]
+)
+UnbindBackward0 = _multi("UnbindBackward0", lambda F, grads, axis: F.stack(grads, axis))
+SplitBackward0 = _multi("SplitBackward0", lambda F, grads, axis: F.cat(grads, axis))
+SplitWithSizesBackward0 = _multi("SplitWithSizesBackward0", SplitBackward0.vjp)
+
+# indexing (gradient by scatter-add, so repeated advanced indices accumulate)
+IndexBackward0 = _node(                                                             # ; shape, key
+    "IndexBackward0", lambda F, g, shape, key: F.index_scatter(g, key, shape)
+)
+SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
+SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
+IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])    # ; key
+IndexPutBackward0 = _node(                                                          # ; key, kept, value shape
+    "IndexPutBackward0",
+    lambda F, g, key, kept, sv: g * kept,
+    lambda F, g, key, kept, sv: F.sum_to(g[key], sv),
+)
+GatherBackward0 = _node(                                                            # ; dim, index, shape
+    "GatherBackward0",
+    lambda F, g, dim, idx, shape: F.scatter_add_zeros(g, dim, idx, shape),
+)
+ScatterAddBackward0 = _node(                                                        # ; dim, index
+    "ScatterAddBackward0", lambda F, g, dim, idx: g, lambda F, g, dim, idx: F.gather(g, dim, idx)
+)
+
+# linear algebra
+MmBackward0 = _node("MmBackward0", _matmul_a, _matmul_b)                            # a, b
+BmmBackward0 = _node("BmmBackward0", _matmul_a, _matmul_b)
+MvBackward0 = _node("MvBackward0", _matmul_a, _matmul_b)
+DotBackward0 = _node("DotBackward0", _matmul_a, _matmul_b)
+EinsumBackward0 = _indexed("EinsumBackward0", _einsum_operand)                      # operands; plan
+
+# fmt: on

@@ -1,0 +1,319 @@
+"""Element-wise ops: arithmetic with NumPy broadcasting, math functions, comparisons.
+
+Every function takes Tensors (Python scalars and arrays are accepted where an operand may be a
+constant) and returns a Tensor; the gradient formulas are in ``tadiff.ops.derivatives``. The
+arithmetic operators are the hot path of the engine: they look at ``type(...)`` once, call NumPy
+once, and create a node only when grad mode is on and an operand requires grad.
+
+Example:
+    >>> import tadiff as td
+    >>> x = td.tensor([1.0, -2.0], requires_grad=True)
+    >>> y = td.exp(x) * 2 + x.relu()
+    >>> y.grad_fn
+    <AddBackward0 object at ...>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tadiff.ops import derivatives as d
+from tadiff.ops._common import Tensor, _make, _state, as_tensor, record, scalar_array
+from tadiff.errors import DTypeError
+
+_ndarray = np.ndarray
+_PY_SCALARS = (int, float)
+
+
+def _operand(x: Any, other: Tensor) -> Any:
+    """The second operand of a binary op: a Tensor, or a Python scalar kept as is."""
+    if isinstance(x, Tensor):
+        return x
+    if type(x) in _PY_SCALARS or isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, np.generic) and x.ndim == 0 and x.dtype.kind in "biuf":
+        return x.item()  # NumPy scalars would promote float32 to float64 (NEP 50)
+    return as_tensor(x, other)
+
+
+def _fix_dtype(out: np.ndarray, x: Tensor) -> np.ndarray:
+    # integer inputs give float64 from NumPy's math functions; torch gives its default float32
+    if out.dtype.kind == "f" and x.data.dtype.kind in "biu":
+        return out.astype(np.float32)
+    return out
+
+
+# ---- arithmetic -----------------------------------------------------------------------------
+
+
+def add(a: Any, b: Any) -> Tensor:
+    """``a + b`` with broadcasting.
+
+    Args:
+        a, b: Tensors or numbers; shapes must broadcast.
+
+    Returns:
+        Tensor of the broadcast shape.
+    """
+    if type(a) is not Tensor:
+        if not isinstance(a, Tensor):
+            return add(b, a) if isinstance(b, Tensor) else add(as_tensor(a), b)
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        out = a.data + b.data
+        if (a._rg or b._rg) and _state.enabled:
+            return record(d.AddBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
+        return _make(out)
+    out = a.data + b
+    if a._rg and _state.enabled:
+        return record(d.AddBackward0, out, (a, None), (), (a.data.shape, ()))
+    return _make(out)
+
+
+def sub(a: Any, b: Any) -> Tensor:
+    """``a - b`` with broadcasting."""
+    if not isinstance(a, Tensor):
+        return rsub(b, a) if isinstance(b, Tensor) else sub(as_tensor(a), b)
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        out = a.data - b.data
+        if (a._rg or b._rg) and _state.enabled:
+            return record(d.SubBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
+        return _make(out)
+    out = a.data - b
+    if a._rg and _state.enabled:
+        return record(d.SubBackward0, out, (a, None), (), (a.data.shape, ()))
+    return _make(out)
+
+
+def rsub(a: Tensor, b: Any) -> Tensor:
+    """``b - a`` for a constant ``b`` (``2 - x``)."""
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        return sub(b, a)
+    out = b - a.data
+    if a._rg and _state.enabled:
+        return record(d.RsubBackward1, out, (a,))
+    return _make(out)
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    """``a * b`` with broadcasting."""
+    if not isinstance(a, Tensor):
+        return mul(b, a) if isinstance(b, Tensor) else mul(as_tensor(a), b)
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        out = a.data * b.data
+        if (a._rg or b._rg) and _state.enabled:
+            return record(d.MulBackward0, out, (a, b), (a, b))
+        return _make(out)
+    out = a.data * b
+    if a._rg and _state.enabled:
+        return record(d.MulScalarBackward0, out, (a, None), (), (b,))
+    return _make(out)
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """``a / b`` (true division) with broadcasting."""
+    if not isinstance(a, Tensor):
+        return rdiv(b, a) if isinstance(b, Tensor) else div(as_tensor(a), b)
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        out = _fix_dtype(a.data / b.data, a)
+        if (a._rg or b._rg) and _state.enabled:
+            return record(d.DivBackward0, out, (a, b), (a, b))
+        return _make(out)
+    out = _fix_dtype(a.data / b, a)
+    if a._rg and _state.enabled:
+        return record(d.DivScalarBackward0, out, (a, None), (), (b,))
+    return _make(out)
+
+
+def rdiv(a: Tensor, b: Any) -> Tensor:
+    """``b / a`` for a constant ``b``."""
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        return div(b, a)
+    out = _fix_dtype(b / a.data, a)
+    if a._rg and _state.enabled:
+        return record(d.RdivBackward0, out, (None, a), (a,), (b,))
+    return _make(out)
+
+
+def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - torch's name
+    """``a ** b``; ``b`` may be a number (PowBackward0) or a Tensor (PowBackward1)."""
+    if not isinstance(a, Tensor):
+        return rpow(b, a) if isinstance(b, Tensor) else pow(as_tensor(a), b)
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        out = a.data**b.data
+        if (a._rg or b._rg) and _state.enabled:
+            return record(d.PowBackward1, out, (a, b), (a, b), save_result=True)
+        return _make(out)
+    out = a.data**b
+    if a._rg and _state.enabled:
+        return record(d.PowBackward0, out, (a,), (a,), (b,))
+    return _make(out)
+
+
+def rpow(a: Tensor, b: Any) -> Tensor:
+    """``b ** a`` for a constant base ``b``."""
+    b = _operand(b, a)
+    if isinstance(b, Tensor):
+        return pow(b, a)
+    out = _fix_dtype(scalar_array(b, a.data.dtype) ** a.data, a)
+    if a._rg and _state.enabled:
+        return record(d.PowBackward2, out, (None, a), (), (float(b),), save_result=True)
+    return _make(out)
+
+
+def neg(x: Tensor) -> Tensor:
+    """``-x``."""
+    out = -x.data
+    if x._rg and _state.enabled:
+        return record(d.NegBackward0, out, (x,))
+    return _make(out)
+
+
+# ---- unary math -----------------------------------------------------------------------------
+
+
+def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], node: type, saves: str) -> Any:
+    save_input = saves == "input"
+    save_result = saves == "result"
+
+    def op(x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            x = as_tensor(x, name=f"{name}() argument")
+        out = fn(x.data)
+        if out.dtype is not x.data.dtype:
+            out = _fix_dtype(out, x)
+        if x._rg and _state.enabled:
+            saved = (x,) if save_input else ()
+            return record(node, out, (x,), saved, (), save_result)
+        return _make(out)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (
+        f"Element-wise ``{name}`` (gradient node ``{node.__name__}``).\n\n"
+        f"Example:\n    >>> import tadiff as td\n    >>> td.{name}(td.tensor([0.5])).shape\n    (1,)\n"
+    )
+    return op
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # split by sign so exp never overflows
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+exp = _unary("exp", np.exp, d.ExpBackward0, "result")
+log = _unary("log", np.log, d.LogBackward0, "input")
+log1p = _unary("log1p", np.log1p, d.Log1PBackward0, "input")
+expm1 = _unary("expm1", np.expm1, d.Expm1Backward0, "result")
+sin = _unary("sin", np.sin, d.SinBackward0, "input")
+cos = _unary("cos", np.cos, d.CosBackward0, "input")
+tan = _unary("tan", np.tan, d.TanBackward0, "result")
+tanh = _unary("tanh", np.tanh, d.TanhBackward0, "result")
+sigmoid = _unary("sigmoid", _sigmoid, d.SigmoidBackward0, "result")
+relu = _unary("relu", lambda x: np.maximum(x, 0), d.ReluBackward0, "result")
+sqrt = _unary("sqrt", np.sqrt, d.SqrtBackward0, "result")
+abs = _unary("abs", np.abs, d.AbsBackward0, "input")  # noqa: A001 - torch's name
+sign = _unary("sign", np.sign, d.SignBackward0, "none")
+
+
+def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
+    """Clamp to ``[min, max]`` (either bound may be None); gradient 1 inside, bounds included.
+
+    Example:
+        >>> import tadiff as td
+        >>> td.clamp(td.tensor([-2.0, 0.5, 3.0]), -1, 1)
+        tensor([-1. ,  0.5,  1. ])
+    """
+    if min is None and max is None:
+        raise DTypeError("clamp: at least one of 'min' or 'max' must not be None")
+    out = np.clip(x.data, min, max)
+    if out.dtype != x.data.dtype:
+        out = out.astype(x.data.dtype)
+    if x._rg and _state.enabled:
+        lo = -np.inf if min is None else min
+        hi = np.inf if max is None else max
+        return record(d.ClampBackward1, out, (x,), (x,), (lo, hi))
+    return _make(out)
+
+
+def _pair(a: Any, b: Any, name: str) -> tuple[Tensor, Tensor]:
+    if isinstance(a, Tensor):
+        return a, as_tensor(b, a, name)
+    b = as_tensor(b, None, name)
+    return as_tensor(a, b, name), b
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    """Element-wise maximum with broadcasting; ties send half the gradient to each side."""
+    a, b = _pair(a, b, "maximum() argument")
+    out = np.maximum(a.data, b.data)
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.MaximumBackward0, out, (a, b), (a, b))
+    return _make(out)
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    """Element-wise minimum with broadcasting; ties send half the gradient to each side."""
+    a, b = _pair(a, b, "minimum() argument")
+    out = np.minimum(a.data, b.data)
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.MinimumBackward0, out, (a, b), (a, b))
+    return _make(out)
+
+
+def where(condition: Any, a: Any, b: Any) -> Tensor:
+    """``a`` where ``condition`` holds, else ``b`` (all broadcast together).
+
+    Args:
+        condition: boolean Tensor or array (not differentiated).
+        a, b: Tensors or numbers.
+
+    Example:
+        >>> import tadiff as td
+        >>> td.where(td.tensor([True, False]), 1.0, td.tensor([5.0, 6.0]))
+        tensor([1., 6.])
+    """
+    cond = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
+    if cond.dtype != np.bool_:
+        raise DTypeError(f"where expected condition to be a boolean tensor, got {cond.dtype}")
+    a, b = _pair(a, b, "where() argument")
+    out = np.where(cond, a.data, b.data)
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.WhereBackward0, out, (a, b), (), (cond, a.data.shape, b.data.shape))
+    return _make(out)
+
+
+# ---- comparisons (not differentiable: boolean results) -------------------------------------
+
+
+def _compare(fn: Callable[[Any, Any], np.ndarray], name: str) -> Any:
+    def op(a: Any, b: Any) -> Tensor:
+        a = as_tensor(a, b if isinstance(b, Tensor) else None, name)
+        bd = b.data if isinstance(b, Tensor) else _operand(b, a)
+        return _make(np.asarray(fn(a.data, bd.data if isinstance(bd, Tensor) else bd)))
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Element-wise ``{name}`` comparison: a boolean Tensor outside the graph."
+    return op
+
+
+eq = _compare(np.equal, "eq")
+ne = _compare(np.not_equal, "ne")
+lt = _compare(np.less, "lt")
+le = _compare(np.less_equal, "le")
+gt = _compare(np.greater, "gt")
+ge = _compare(np.greater_equal, "ge")
+
+
+def logical_not(x: Tensor) -> Tensor:
+    """Element-wise logical not (boolean result)."""
+    return _make(np.logical_not(as_tensor(x).data))

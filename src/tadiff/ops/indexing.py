@@ -1,0 +1,183 @@
+"""Indexing: ``x[key]`` (basic and advanced), out-of-place ``index_put`` (behind ``x[key] = v``),
+``gather`` and ``scatter_add``.
+
+Gradients of indexing scatter-*add* into zeros, so an element picked twice by an advanced index
+receives both contributions. The scatter is itself a recorded op (``index_scatter``), whose own
+gradient is indexing again: second derivatives work through indexing.
+
+Example:
+    >>> import tadiff as td
+    >>> x = td.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> x[[0, 0, 2]].sum().backward()
+    >>> x.grad
+    tensor([2., 0., 1.])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tadiff.ops import derivatives as d
+from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
+from tadiff.errors import DTypeError, IndexingError, ShapeError
+
+_BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
+
+
+def _normalize_key(key: Any) -> tuple[tuple[Any, ...], bool]:
+    """The key as a tuple with arrays in place of Tensors/lists; and whether it is basic."""
+    parts = key if isinstance(key, tuple) else (key,)
+    out = []
+    basic = True
+    for k in parts:
+        if isinstance(k, Tensor):
+            k = k.data
+        elif isinstance(k, list):
+            k = np.asarray(k)
+        if isinstance(k, np.ndarray):
+            if k.dtype.kind not in "biu":
+                raise IndexingError(
+                    f"tensors used as indices must be long, int or bool tensors; got {k.dtype}"
+                )
+            basic = False
+        elif isinstance(k, bool) or not isinstance(k, _BASIC):
+            raise IndexingError(f"unsupported index {k!r} of type {type(k).__name__}")
+        out.append(k)
+    return tuple(out), basic
+
+
+def _index(data: np.ndarray, key: tuple[Any, ...]) -> np.ndarray:
+    try:
+        return data[key]
+    except IndexError as exc:
+        raise IndexingError(f"{exc} (indexing a tensor of shape {data.shape})") from None
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    """``x[key]``: ints, slices, ``None``, ``...``, integer/boolean arrays or Tensors.
+
+    Basic indexing returns a view (shared memory, like torch); advanced indexing copies.
+    """
+    key, basic = _normalize_key(key)
+    data = np.asarray(_index(x.data, key))
+    if x._rg and _state.enabled:
+        if basic:
+            node = d.SelectBackward0 if all(isinstance(k, int) for k in key) else d.SliceBackward0
+        else:
+            node = d.IndexBackward0
+        out = record(node, data, (x,), (), (x.data.shape, key))
+    else:
+        out = _make(data)
+    if basic:
+        from tadiff.ops.shape import _as_view
+
+        _as_view(out, x)
+    return out
+
+
+def index_scatter(g: Tensor, key: Any, shape: tuple[int, ...]) -> Tensor:
+    """Zeros of ``shape`` with ``g`` added at ``key`` (duplicates accumulate): the adjoint of
+    ``x[key]``, recorded so that indexing has second derivatives."""
+    key, _ = _normalize_key(key)
+    g = as_tensor(g)
+    out = np.zeros(shape, g.data.dtype)
+    np.add.at(out, key, g.data)
+    if g._rg and _state.enabled:
+        return record(d.IndexScatterBackward0, out, (g,), (), (key,))
+    return _make(out)
+
+
+def index_put(x: Tensor, key: Any, value: Any) -> Tensor:
+    """A copy of ``x`` with ``value`` written at ``key`` (what ``x[key] = value`` records).
+
+    With repeated advanced indices the last write wins, as in NumPy, and the gradient of
+    ``value`` at the repeats is not meaningful (torch leaves this undefined too).
+    """
+    key, _ = _normalize_key(key)
+    v = as_tensor(value, x, "assigned value")
+    data = x.data.copy()
+    try:
+        data[key] = v.data
+    except (IndexError, ValueError) as exc:
+        raise IndexingError(
+            f"cannot assign a value of shape {v.data.shape} to index {key!r} of a tensor of shape "
+            f"{x.data.shape}: {exc}"
+        ) from None
+    if (x._rg or v._rg) and _state.enabled:
+        kept = np.ones(x.data.shape, x.data.dtype)
+        kept[key] = 0
+        return record(d.IndexPutBackward0, data, (x, v), (), (key, kept, v.data.shape))
+    return _make(data)
+
+
+def _check_index(x: np.ndarray, dim: int, index: Any, what: str) -> np.ndarray:
+    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"{what}(): Expected dtype int64 for index, got {idx.dtype}")
+    if idx.ndim != x.ndim:
+        raise ShapeError(
+            f"{what}(): Index tensor must have the same number of dimensions as input tensor "
+            f"({idx.ndim} vs {x.ndim})"
+        )
+    for i, (n, m) in enumerate(zip(idx.shape, x.shape)):
+        if i != dim and n > m:
+            raise ShapeError(
+                f"{what}(): Size does not match at dimension {i}: index has {n}, input has {m}"
+            )
+    if idx.size and (idx.min() < -x.shape[dim] or idx.max() >= x.shape[dim]):
+        raise IndexingError(
+            f"{what}(): index {int(idx.max() if idx.max() >= x.shape[dim] else idx.min())} is out "
+            f"of bounds for dimension {dim} with size {x.shape[dim]}"
+        )
+    return idx
+
+
+def _grid(index: np.ndarray, dim: int) -> tuple[Any, ...]:
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+def gather(x: Tensor, dim: int, index: Any) -> Tensor:
+    """``out[i][j][k] = x[index[i][j][k]][j][k]`` for ``dim=0`` (torch's ``gather``).
+
+    Args:
+        x: input Tensor.
+        dim: the dim to gather along.
+        index: integer Tensor/array with ``x``'s number of dims.
+
+    Example:
+        >>> import tadiff as td
+        >>> td.gather(td.tensor([[1.0, 2.0], [3.0, 4.0]]), 1, td.tensor([[1], [0]]))
+        tensor([[2.],
+                [3.]])
+    """
+    x = as_tensor(x)
+    ax = norm_dim(dim, x.data.ndim)
+    idx = _check_index(x.data, ax, index, "gather")
+    data = x.data[_grid(idx, ax)]
+    if x._rg and _state.enabled:
+        return record(d.GatherBackward0, data, (x,), (), (ax, idx, x.data.shape))
+    return _make(data)
+
+
+def scatter_add(x: Tensor, dim: int, index: Any, src: Any) -> Tensor:
+    """A copy of ``x`` with ``src`` added at ``index`` along ``dim`` (torch's ``scatter_add``);
+    the adjoint of :func:`gather`."""
+    x = as_tensor(x)
+    src = as_tensor(src, x, "src")
+    ax = norm_dim(dim, x.data.ndim)
+    idx = _check_index(x.data, ax, index, "scatter_add")
+    if src.data.shape != idx.shape:
+        src_view = np.broadcast_to(src.data, idx.shape) if src.data.ndim == 0 else None
+        if src_view is None:
+            raise ShapeError(
+                f"scatter_add(): src shape {src.data.shape} != index shape {idx.shape}"
+            )
+    data = x.data.astype(np.result_type(x.data, src.data), copy=True)
+    np.add.at(data, _grid(idx, ax), src.data)
+    if (x._rg or src._rg) and _state.enabled:
+        return record(d.ScatterAddBackward0, data, (x, src), (), (ax, idx))
+    return _make(data)

@@ -1,0 +1,358 @@
+"""Shape ops: ``reshape view flatten transpose permute T mT expand broadcast_to squeeze unsqueeze
+cat stack split chunk unbind flip clone to``.
+
+Like torch, the view ops (``reshape``, ``transpose``, ``expand``, ``squeeze``, ...) return tensors
+that share memory with their input; they also share its version counter, so an in-place change
+through either is seen by the saved-tensor checks.
+
+Example:
+    >>> import tadiff as td
+    >>> x = td.arange(6.0).reshape(2, 3)
+    >>> x.T.shape, td.cat([x, x], dim=1).shape
+    ((3, 2), (2, 6))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tadiff.ops import derivatives as d
+from tadiff.ops._common import (
+    Tensor,
+    _make,
+    _state,
+    as_tensor,
+    norm_dim,
+    pick_axis,
+    record,
+    record_multi,
+)
+from tadiff.errors import DTypeError, InputError, ShapeError
+
+
+def _as_view(out: Tensor, x: Tensor) -> Tensor:
+    """Mark ``out`` as a view of ``x``: shared version counter, base remembered."""
+    vc = x._vc
+    if vc is None:
+        vc = x._vc = [0]
+    out._vc = vc
+    base = x._meta.base if x._meta is not None and x._meta.base is not None else x
+    out._get_meta().base = base
+    base._get_meta().has_views = True
+    return out
+
+
+def _view_op(x: Tensor, data: np.ndarray, node: type, args: tuple[Any, ...]) -> Tensor:
+    if x._rg and _state.enabled:
+        out = record(node, data, (x,), (), args)
+    else:
+        out = _make(data)
+    if np.may_share_memory(data, x.data):
+        _as_view(out, x)
+    return out
+
+
+def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        return tuple(int(s) for s in shape)
+    except TypeError:
+        raise DTypeError(f"shape must be ints, got {shape!r}") from None
+
+
+def reshape(x: Tensor, *shape: Any) -> Tensor:
+    """The same elements in a new shape (one entry may be -1); a view when possible.
+
+    Example:
+        >>> import tadiff as td
+        >>> td.zeros(6).reshape(2, -1).shape
+        (2, 3)
+    """
+    x = as_tensor(x)
+    target = _shape_arg(shape)
+    try:
+        data = x.data.reshape(target)
+    except ValueError:
+        raise ShapeError(
+            f"shape '{list(target)}' is invalid for input of size {x.data.size} "
+            f"(tensor shape {x.data.shape})"
+        ) from None
+    return _view_op(x, data, d.ViewBackward0, (x.data.shape,))
+
+
+view = reshape
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dims ``start_dim..end_dim`` (inclusive) into one."""
+    x = as_tensor(x)
+    if x.data.ndim == 0:
+        return reshape(x, 1)
+    s = norm_dim(start_dim, x.data.ndim, "start_dim")
+    e = norm_dim(end_dim, x.data.ndim, "end_dim")
+    if s > e:
+        raise InputError(f"flatten() has invalid args: start_dim {start_dim} > end_dim {end_dim}")
+    shape = x.data.shape
+    return reshape(x, (*shape[:s], int(np.prod(shape[s : e + 1])), *shape[e + 1 :]))
+
+
+def transpose(x: Tensor, *dims: Any) -> Tensor:
+    """``transpose(x, dim0, dim1)`` swaps two dims (torch); ``transpose(x)`` reverses all dims and
+    ``transpose(x, axes)`` permutes (NumPy)."""
+    x = as_tensor(x)
+    if len(dims) == 2 and all(isinstance(v, (int, np.integer)) for v in dims):
+        d0 = norm_dim(dims[0], x.data.ndim, "dim0")
+        d1 = norm_dim(dims[1], x.data.ndim, "dim1")
+        if x.data.ndim == 0:
+            return _view_op(x, x.data.view(), d.TransposeBackward0, (0, 0))
+        return _view_op(x, np.swapaxes(x.data, d0, d1), d.TransposeBackward0, (d0, d1))
+    if not dims:
+        return permute(x, tuple(reversed(range(x.data.ndim))))
+    return permute(x, *dims)
+
+
+swapaxes = transpose
+
+
+def permute(x: Tensor, *dims: Any) -> Tensor:
+    """Reorder dims: output dim ``i`` is input dim ``dims[i]``."""
+    x = as_tensor(x)
+    order = _shape_arg(dims)
+    if len(order) != x.data.ndim:
+        raise ShapeError(
+            f"permute: number of dims don't match: tensor has {x.data.ndim} dims, got {len(order)}"
+        )
+    order = tuple(norm_dim(v, x.data.ndim) for v in order)
+    if sorted(order) != list(range(x.data.ndim)):
+        raise InputError(f"permute: dims {dims} are not a permutation of 0..{x.data.ndim - 1}")
+    inverse = tuple(int(i) for i in np.argsort(order))
+    return _view_op(x, np.transpose(x.data, order), d.PermuteBackward0, (inverse,))
+
+
+def expand(x: Tensor, *sizes: Any) -> Tensor:
+    """Broadcast to ``sizes`` without copying (-1 keeps a dim); new dims go in front."""
+    x = as_tensor(x)
+    target = list(_shape_arg(sizes))
+    lead = len(target) - x.data.ndim
+    if lead < 0:
+        raise ShapeError(
+            f"expand: the number of sizes provided ({len(target)}) must be greater or equal to "
+            f"the number of dimensions in the tensor ({x.data.ndim})"
+        )
+    for i, n in enumerate(x.data.shape):
+        want = target[lead + i]
+        if want == -1:
+            target[lead + i] = n
+        elif n != 1 and want != n:
+            raise ShapeError(
+                f"The expanded size of the tensor ({want}) must match the existing size ({n}) at "
+                f"non-singleton dimension {lead + i}. Target sizes: {list(sizes)}. "
+                f"Tensor sizes: {list(x.data.shape)}"
+            )
+    return broadcast_to(x, tuple(target))
+
+
+def broadcast_to(x: Tensor, shape: Any) -> Tensor:
+    """A read-only broadcast view of ``x`` with ``shape``; gradients are summed back."""
+    x = as_tensor(x)
+    shape = _shape_arg((shape,)) if not isinstance(shape, int) else (shape,)
+    try:
+        data = np.broadcast_to(x.data, shape)
+    except ValueError:
+        raise ShapeError(f"cannot broadcast a tensor of shape {x.data.shape} to {shape}") from None
+    return _view_op(x, data, d.ExpandBackward0, (x.data.shape,))
+
+
+def squeeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
+    """Remove dims of size 1 (only ``dim`` when given; a dim whose size is not 1 is kept)."""
+    x = as_tensor(x)
+    dim = pick_axis(dim, axis)
+    shape = x.data.shape
+    if dim is None:
+        new = tuple(n for n in shape if n != 1)
+    else:
+        dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+        drop = {norm_dim(v, x.data.ndim) for v in dims} if x.data.ndim else set()
+        new = tuple(n for i, n in enumerate(shape) if not (i in drop and n == 1))
+    return _view_op(x, x.data.reshape(new), d.SqueezeBackward1, (shape,))
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """Insert a dim of size 1 at ``dim`` (``-1`` appends)."""
+    x = as_tensor(x)
+    pos = norm_dim(dim, x.data.ndim + 1)
+    new = (*x.data.shape[:pos], 1, *x.data.shape[pos:])
+    return _view_op(x, x.data.reshape(new), d.UnsqueezeBackward0, (x.data.shape,))
+
+
+def flip(x: Tensor, dims: Any = None, *, axis: Any = None) -> Tensor:
+    """Reverse the order of elements along ``dims`` (all dims when None)."""
+    x = as_tensor(x)
+    dims = pick_axis(dims, axis)
+    if dims is None:
+        axes = tuple(range(x.data.ndim))
+    else:
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        axes = tuple(norm_dim(v, x.data.ndim) for v in dims)
+    data = np.flip(x.data, axes).copy()
+    if x._rg and _state.enabled:
+        return record(d.FlipBackward0, data, (x,), (), (axes,))
+    return _make(data)
+
+
+def _tensors(tensors: Any, what: str) -> list[Tensor]:
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise DTypeError(
+            f"{what}() expects a list or tuple of Tensors, got {type(tensors).__name__}"
+        )
+    if not tensors:
+        raise InputError(f"{what}() expects a non-empty list of Tensors")
+    return [as_tensor(t, name=f"{what}() element") for t in tensors]
+
+
+def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
+    """Concatenate along an existing dim ``dim``.
+
+    Example:
+        >>> import tadiff as td
+        >>> td.cat([td.zeros(2, 1), td.ones(2, 2)], dim=1).shape
+        (2, 3)
+    """
+    ts = _tensors(tensors, "cat")
+    dim = pick_axis(dim if axis is None else None, axis, 0)
+    ref = ts[0].data
+    if ref.ndim == 0:
+        raise ShapeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    ax = norm_dim(dim, ref.ndim)
+    for k, t in enumerate(ts):
+        s = t.data.shape
+        if len(s) != ref.ndim:
+            raise ShapeError(
+                f"Tensors must have same number of dimensions: got {ref.ndim} and {len(s)} "
+                f"(tensor number {k} in the list)"
+            )
+        for i, (n, m) in enumerate(zip(ref.shape, s)):
+            if i != ax and n != m:
+                raise ShapeError(
+                    f"Sizes of tensors must match except in dimension {ax}. Expected size {n} "
+                    f"but got size {m} for tensor number {k} in the list."
+                )
+    data = np.concatenate([t.data for t in ts], axis=ax)
+    if _state.enabled and any(t._rg for t in ts):
+        offsets = tuple(int(v) for v in np.cumsum([0] + [t.data.shape[ax] for t in ts]))
+        return record(d.CatBackward0, data, tuple(ts), (), (ax, offsets))
+    return _make(data)
+
+
+concatenate = cat
+
+
+def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
+    """Stack equally shaped tensors along a new dim ``dim``."""
+    ts = _tensors(tensors, "stack")
+    dim = pick_axis(dim if axis is None else None, axis, 0)
+    shape = ts[0].data.shape
+    for k, t in enumerate(ts):
+        if t.data.shape != shape:
+            raise ShapeError(
+                f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
+                f"and {list(t.data.shape)} at entry {k}"
+            )
+    ax = norm_dim(dim, len(shape) + 1)
+    data = np.stack([t.data for t in ts], axis=ax)
+    if _state.enabled and any(t._rg for t in ts):
+        return record(d.StackBackward0, data, tuple(ts), (), (ax,))
+    return _make(data)
+
+
+def _pieces(x: Tensor, sizes: list[int], ax: int, node: type) -> tuple[Tensor, ...]:
+    bounds = np.cumsum([0, *sizes])
+    key = [slice(None)] * x.data.ndim
+    datas = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        key[ax] = slice(int(lo), int(hi))
+        datas.append(x.data[tuple(key)])
+    if x._rg and _state.enabled:
+        outs = record_multi(node, datas, (x,), (ax,))
+    else:
+        outs = tuple(_make(v) for v in datas)
+    for out in outs:
+        _as_view(out, x)
+    return outs
+
+
+def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split along ``dim`` into pieces of ``split_size_or_sections`` (an int: equal pieces, the
+    last maybe smaller; a list: the sizes, which must sum to the dim's length)."""
+    x = as_tensor(x)
+    ax = norm_dim(dim, x.data.ndim)
+    n = x.data.shape[ax]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        size = int(split_size_or_sections)
+        if size <= 0 and n > 0:
+            raise InputError(f"split expects split_size be positive, got {size}")
+        sizes = [min(size, n - i) for i in range(0, n, size)] if n else [0]
+        return _pieces(x, sizes, ax, d.SplitBackward0)
+    sizes = [int(s) for s in split_size_or_sections]
+    if sum(sizes) != n or any(s < 0 for s in sizes):
+        raise ShapeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+            f"dimension {ax}), but got split_sizes={sizes}"
+        )
+    return _pieces(x, sizes, ax, d.SplitWithSizesBackward0)
+
+
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """Split into ``chunks`` pieces of size ``ceil(n / chunks)`` along ``dim`` (maybe fewer)."""
+    x = as_tensor(x)
+    if chunks <= 0:
+        raise InputError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    ax = norm_dim(dim, x.data.ndim)
+    n = x.data.shape[ax]
+    return split(x, max(-(-n // chunks), 1), ax)
+
+
+def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along ``dim``, as a tuple of tensors with that dim removed (one node,
+    ``UnbindBackward0``, with one output per slice)."""
+    x = as_tensor(x)
+    if x.data.ndim == 0:
+        raise ShapeError("unbind: dimension specified as 0 but tensor has no dimensions")
+    ax = norm_dim(dim, x.data.ndim)
+    datas = [np.asarray(x.data[(slice(None),) * ax + (i,)]) for i in range(x.data.shape[ax])]
+    if x._rg and _state.enabled:
+        outs = record_multi(d.UnbindBackward0, datas, (x,), (ax,))
+    else:
+        outs = tuple(_make(np.asarray(v)) for v in datas)
+    for out in outs:
+        _as_view(out, x)
+    return outs
+
+
+def clone(x: Tensor) -> Tensor:
+    """A copy with its own memory, still in the graph (``CloneBackward0``)."""
+    x = as_tensor(x)
+    data = x.data.copy()
+    if x._rg and _state.enabled:
+        return record(d.CloneBackward0, data, (x,))
+    return _make(data)
+
+
+def to(x: Tensor, dtype: Any) -> Tensor:
+    """Cast to ``dtype`` (a NumPy dtype or its name); the gradient is cast back."""
+    x = as_tensor(x)
+    target = np.dtype(dtype)
+    if target == x.data.dtype:
+        return x
+    data = x.data.astype(target)
+    if x._rg and _state.enabled and target.kind in "fc":
+        return record(d.ToCopyBackward0, data, (x,), (), (x.data.dtype,))
+    return _make(data)
+
+
+def contiguous(x: Tensor) -> Tensor:
+    """``x`` itself when C-contiguous, else a contiguous copy in the graph."""
+    return x if x.data.flags.c_contiguous else clone(x)
