@@ -204,3 +204,35 @@ def test_latex_of_derivative():
     text = define("y[i] = x[2*i]").grad("x").latex()
     expected = r"\mathit{dx}_{p} = \left[2 \mid p, p + 2 \leq 2 N^{dy}_{0}\right] "
     assert text == expected + r"\mathit{dy}_{\frac{p}{2}}"
+
+
+# -- Jacobian by a Kronecker delta for the incoming gradient --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "shapes"),
+    [
+        ("y[i] = x[2*i]", {"x": (7,)}),
+        ("y[i] = c[i,i]**2", {"c": (3, 3)}),
+        ("z[i,j] = sum[k](x[i,k] * w[k,j])", {"x": (2, 3), "w": (3, 2)}),
+        ("y[t] = sum[k](x[2*t+k] * w[k])", {"x": (7,), "w": (3,)}),
+    ],
+)
+def test_jacobian_matches_central_differences(source, shapes):
+    rng = np.random.default_rng(5)
+    f = define(source)
+    arrays = {name: rng.uniform(0.3, 0.9, size=shapes[name]) for name in f.args}
+    wrt = f.args[0]
+    jac = f.jacobian(wrt)(**arrays)
+    out_shape = f(**arrays).shape
+    assert jac.shape == out_shape + arrays[wrt].shape
+    for idx in np.ndindex(*out_shape):
+        g = np.zeros(out_shape)
+        g[idx] = 1.0  # row idx of the Jacobian is the VJP with a one-hot upstream gradient
+        np.testing.assert_allclose(jac[idx], central_vjp(f, arrays, wrt, g), atol=1e-8)
+
+
+def test_jacobian_of_convolution_has_no_leftover_deltas():
+    assert str(define("y[t] = sum[k](x[2*t+k] * w[k])").jacobian("w")) == (
+        "Jw[t1, k] = x[2*t1 + k]"
+    )

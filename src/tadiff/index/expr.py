@@ -380,6 +380,11 @@ def mul(a: Node, b: Node) -> Node:
             return neg(mul(a, b.args[0]))
         if isinstance(b, Const) and not isinstance(a, Const):
             a, b = b, a  # constants first: 2*x, never x*2
+        # a delta factor wraps the whole product: where(c, a) * b = where(c, a * b)
+        if isinstance(a, Where) and a.other is ZERO:
+            return where(a.conds, mul(a.then, b))
+        if isinstance(b, Where) and b.other is ZERO:
+            return where(b.conds, mul(a, b.then))
         if a is b:
             return power(a, const(2.0))
         if (

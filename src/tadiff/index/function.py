@@ -18,9 +18,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.index import expr as ir
 from tadiff.index import interpret, printer, shapes
-from tadiff.index.expr import Affine, Node, is_param
+from tadiff.index.expr import (
+    Access,
+    Affine,
+    Cond,
+    Node,
+    Op,
+    Sum,
+    Where,
+    free_indices,
+    fresh_name,
+    is_param,
+    size_param,
+    walk,
+)
 from tadiff.index.parse import parse
+from tadiff.index.simplify import simplify
 
 __all__ = ["TensorFunction", "define"]
 
@@ -44,6 +59,8 @@ class TensorFunction:
         equal_sizes: ``(size, size, index)`` pairs that must agree (an index used plainly in
             two dimensions).
         parent: for a derivative, ``(function, wrt)`` it was derived from.
+        jacobian_of: for a Jacobian, ``(function, wrt)``; its leading output sizes are that
+            function's output shape.
     """
 
     out_name: str
@@ -54,6 +71,7 @@ class TensorFunction:
     body: Node
     equal_sizes: tuple[tuple[str, str, str], ...] = ()
     parent: tuple[TensorFunction, str] | None = None
+    jacobian_of: tuple[TensorFunction, str] | None = None
     _grads: dict[str, TensorFunction] = field(default_factory=dict, repr=False)
     _checked: set = field(default_factory=set, repr=False)
 
@@ -89,6 +107,10 @@ class TensorFunction:
             for name, shape in arg_shapes.items()
             for d, n in enumerate(shape)
         }
+        if self.jacobian_of is not None:
+            fn, _ = self.jacobian_of
+            out = fn.output_shape(**{a: arg_shapes[a] for a in fn.args})
+            params.update({size_param(fn.grad_name, k): n for k, n in enumerate(out)})
         for canonical, other, var in self.equal_sizes:
             if params[canonical] != params[other]:
                 raise ShapeError(
@@ -162,6 +184,45 @@ class TensorFunction:
             self._grads[wrt] = derive(self, wrt)
         return self._grads[wrt]
 
+    def jacobian(self, wrt: str) -> TensorFunction:
+        """The element-wise Jacobian ``J[α, β] = ∂out[α] / ∂wrt[β]`` (tech report 5.3).
+
+        It is :meth:`grad` with the incoming gradient replaced by a Kronecker delta
+        ``d<out>[α'] -> [α == α']``, so it has the output indices of this function followed by
+        those of ``wrt`` and takes only this function's arguments.
+
+        Example:
+            >>> print(define("y[i] = x[2*i]").jacobian("x"))
+            Jx[i, p] = where(p % 2 == 0 and p + 2 <= 2*dy.shape[0] and 2*i == p, 1, 0)
+        """
+        grad = self.grad(wrt)
+        taken = set(grad.out_vars) | {
+            v for n in walk(grad.body) for v in (*free_indices(n), getattr(n, "var", ""))
+        }
+        gammas = []
+        for v in self.out_vars:
+            gammas.append(fresh_name(v, taken))
+            taken.add(gammas[-1])
+        body = _replace_access(grad.body, self.grad_name, tuple(gammas))
+        ranges = tuple(
+            r
+            if r is not None
+            else ((Affine.constant(0),), (Affine.variable(size_param(self.grad_name, k)) - 1,))
+            for k, r in enumerate(self.out_ranges)
+        )
+        return TensorFunction(
+            out_name=fresh_name(f"J{wrt}", set(self.args)),
+            out_vars=(*gammas, *grad.out_vars),
+            out_ranges=(*ranges, *grad.out_ranges),
+            args=self.args,
+            arg_ranks=dict(self.arg_ranks),
+            body=simplify(
+                body, _range_facts((*gammas, *grad.out_vars), (*ranges, *grad.out_ranges))
+            ),
+            equal_sizes=self.equal_sizes,
+            jacobian_of=(self, wrt),
+        )
+
     @property
     def grad_name(self) -> str:
         """Name of the incoming-gradient argument of this function's derivatives."""
@@ -209,6 +270,41 @@ class TensorFunction:
             for a in _node_affines(node):
                 names.update(v for v in a.variables if is_param(v))
         return frozenset(names)
+
+
+def _range_facts(variables: tuple[str, ...], ranges: tuple) -> tuple[Cond, ...]:
+    facts = []
+    for var, (lower, upper) in zip(variables, ranges, strict=True):
+        v = Affine.variable(var)
+        facts += [Cond.ge(v - b) for b in lower] + [Cond.ge(b - v) for b in upper]
+    return tuple(facts)
+
+
+def _replace_access(node: Node, name: str, gammas: tuple[str, ...]) -> Node:
+    """Replace every ``name[e]`` by the delta ``[gammas == e]``."""
+    cache: dict[int, Node] = {}
+
+    def go(n: Node) -> Node:
+        hit = cache.get(id(n))
+        if hit is not None:
+            return hit
+        if isinstance(n, Access) and n.name == name:
+            conds = [
+                Cond.eq(Affine.variable(g) - e) for g, e in zip(gammas, n.indices, strict=True)
+            ]
+            out = ir.where(conds, ir.ONE)
+        elif isinstance(n, Op):
+            out = ir.apply(n.op, *(go(a) for a in n.args))
+        elif isinstance(n, Where):
+            out = ir.where(n.conds, go(n.then), go(n.other))
+        elif isinstance(n, Sum):
+            out = ir.sum_over(n.var, n.lower, n.upper, go(n.body))
+        else:
+            out = n
+        cache[id(n)] = out
+        return out
+
+    return go(node)
 
 
 def _node_affines(node: Node) -> list[Affine]:

@@ -6,7 +6,9 @@ This module adds the rewrites that need a whole subtree:
 
 * a sum over a range that is empty for constant bounds is 0;
 * a sum over a single point ``e <= v <= e`` is its body at ``v = e``;
-* a ``where`` whose conditions repeat an enclosing ``where``'s are dropped;
+* a sum whose body is a delta on its index, ``where(v == e, a, 0)``, is ``a`` at ``v = e``
+  under the condition that ``e`` lies in the range;
+* ``where`` conditions that repeat an enclosing ``where``'s or a given fact are dropped;
 * the tree is rebuilt through the constructors, so every local rule applies bottom-up.
 
 Example:
@@ -44,14 +46,25 @@ def sum_or_point(
             return ir.substitute(body, {var: Affine.constant(lo)})
     if len(lower) == 1 and len(upper) == 1 and lower[0] == upper[0] and lower[0].is_integral:
         return ir.substitute(body, {var: lower[0]})
+    if isinstance(body, Where) and body.other is ir.ZERO:
+        # a delta on the sum index: sum[v](where(v == e, a)) = where(e in range, a at v = e)
+        for cond in body.conds:
+            coeff = cond.expr.coeff(var)
+            if cond.kind == "eq" and abs(coeff) == 1:
+                value = -(cond.expr - coeff * Affine.variable(var)) * coeff
+                rest = [c.substitute({var: value}) for c in body.conds if c is not cond]
+                rest += [Cond.ge(value - b) for b in lower] + [Cond.ge(b - value) for b in upper]
+                return ir.where(rest, ir.substitute(body.then, {var: value}))
     return ir.sum_over(var, lower, upper, body)
 
 
-def simplify(node: Node) -> Node:
+def simplify(node: Node, facts: tuple[Cond, ...] = ()) -> Node:
     """Rebuild ``node`` bottom-up through the simplifying constructors and the rules above.
 
     Args:
         node: the expression.
+        facts: conditions known to hold everywhere (e.g. the output ranges); a ``where``
+            condition equal to one of them is dropped.
 
     Returns:
         An equivalent expression, never larger.
@@ -73,9 +86,11 @@ def simplify(node: Node) -> Node:
             # conditions mentioning the sum index do not hold inside for every value of it
             inner = frozenset(c for c in known if n.var not in c.expr.variables)
             out = sum_or_point(n.var, n.lower, n.upper, go(n.body, inner))
+            if isinstance(out, Where):  # a delta removed the sum: its range became conditions
+                out = ir.where([c for c in out.conds if c not in known], out.then, out.other)
         else:
             out = n
         cache[key] = out
         return out
 
-    return go(node, frozenset())
+    return go(node, frozenset(facts))
