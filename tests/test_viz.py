@@ -138,8 +138,10 @@ def test_leaf_output_and_bad_arguments():
     nodes, solid, _ = _parse(viz.to_dot(leaf))
     assert nodes == {"out0": ["output", "float32 (1,)", "leaf (no backward graph)"]}
     assert solid == []
-    with pytest.raises(DTypeError, match="output 0 is a ndarray, expected a Tensor"):
+    with pytest.raises(DTypeError, match="expected a Tensor or a list of Tensors, got ndarray"):
         viz.to_dot(np.ones(2))
+    with pytest.raises(DTypeError, match="output 1 is a ndarray, expected a Tensor"):
+        viz.to_dot([leaf, np.ones(2)])
     with pytest.raises(InputError, match="no output tensors"):
         viz.to_dot([])
 

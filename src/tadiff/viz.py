@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +75,14 @@ def _saved_entries(node: Any) -> list[tuple[int | None, np.ndarray | None, str]]
     return entries
 
 
-def _roots(tensors: Tensor | Iterable[Tensor]) -> list[Tensor]:
-    roots = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+def _roots(tensors: Tensor | Sequence[Tensor]) -> list[Tensor]:
+    if isinstance(tensors, Tensor):
+        return [tensors]
+    if not isinstance(tensors, (list, tuple)):
+        raise DTypeError(
+            f"to_dot: expected a Tensor or a list of Tensors, got {type(tensors).__name__}"
+        )
+    roots = list(tensors)
     for i, t in enumerate(roots):
         if not isinstance(t, Tensor):
             raise DTypeError(f"to_dot: output {i} is a {type(t).__name__}, expected a Tensor")
@@ -86,7 +92,7 @@ def _roots(tensors: Tensor | Iterable[Tensor]) -> list[Tensor]:
 
 
 def to_dot(
-    tensors: Tensor | Iterable[Tensor],
+    tensors: Tensor | Sequence[Tensor],
     names: Mapping[str, Tensor] | None = None,
     *,
     show_saved: bool = True,
@@ -202,7 +208,7 @@ def dot_available() -> bool:
 
 
 def render(
-    graph: Tensor | Iterable[Tensor] | str,
+    graph: Tensor | Sequence[Tensor] | str,
     path: str | Path,
     *,
     format: str | None = None,

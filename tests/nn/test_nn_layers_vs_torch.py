@@ -14,8 +14,9 @@ RNG = np.random.default_rng(7)
 
 
 def _copy_to_torch(ours, theirs):
+    theirs = theirs.double()  # before loading: float32 storage would round our float64 values
     theirs.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in ours.state_dict().items()})
-    return theirs.double()
+    return theirs
 
 
 def _compare(ours, theirs, x, integer_input=False, atol=1e-12):

@@ -15,8 +15,8 @@ import numpy as np
 import tadiff as td
 from tadiff import viz
 from tadiff.nn import functional as F
-from tadiff.nn.container import Sequential
 from tadiff.nn.activation import Tanh
+from tadiff.nn.container import Sequential
 from tadiff.nn.linear import Linear
 from tadiff.optim import Adam
 
@@ -87,8 +87,10 @@ def run(out: Callable[[str], None], directory: str | Path | None = None) -> bool
 
     gap = _gradient_matches_differences(model, x, y)
     grad_ok = gap < 1e-6
-    out(f"  gradient vs central differences (float64): max gap {gap:.1e} "
-        f"{'ok' if grad_ok else 'FAILED'}")
+    out(
+        f"  gradient vs central differences (float64): max gap {gap:.1e} "
+        f"{'ok' if grad_ok else 'FAILED'}"
+    )
 
     folder = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="tadiff-"))
     loss = F.cross_entropy(model(inputs[:4]), labels[:4])

@@ -375,8 +375,15 @@ def cross_entropy(
     losses = -(logp * Tensor(q)).sum(dim=class_axis)
     if reduction == "none":
         return losses
+    return _reduce_weighted(losses, reduction, denominator)
+
+
+def _reduce_weighted(losses: Tensor, reduction: str, denominator: float) -> Tensor:
     total = losses.sum()
-    return total if reduction == "sum" else total / denominator
+    if reduction == "sum":
+        return total
+    with np.errstate(invalid="ignore", divide="ignore"):  # every target ignored: nan, as torch
+        return total / denominator
 
 
 def nll_loss(
@@ -415,5 +422,4 @@ def nll_loss(
     losses = -(input * Tensor(q)).sum(dim=class_axis)
     if reduction == "none":
         return losses
-    total = losses.sum()
-    return total if reduction == "sum" else total / denominator
+    return _reduce_weighted(losses, reduction, denominator)

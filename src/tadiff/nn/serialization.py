@@ -55,11 +55,15 @@ def load(path: str | Path) -> dict[str, np.ndarray]:
     """
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not isinstance(archive, np.lib.npyio.NpzFile):
-                raise InputError(f"load: {path} holds a single array, not a saved state (.npz)")
-            return {key: archive[key] for key in archive.files}
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise InputError(f"load: {path} is not a tadiff/NumPy .npz file ({exc})") from exc
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise InputError(f"load: {path} holds a single array, not a saved state (.npz)")
+    with archive:
+        try:
+            return {key: archive[key] for key in archive.files}
+        except (zipfile.BadZipFile, ValueError, OSError) as exc:
+            raise InputError(f"load: {path} is a damaged .npz file ({exc})") from exc
