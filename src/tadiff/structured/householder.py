@@ -35,6 +35,7 @@ Public names:
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -622,5 +623,40 @@ def _rows(V: Any, x: Any, *, block: int | None, transpose: bool) -> Any:
 
 
 def _engine_apply(V: Any, X: Any, *, block: int | None, transpose: bool) -> Any:
-    """tadiff-engine path (filled in once the engine's Function lands)."""
-    raise NotImplementedError("tadiff engine Tensors are not supported by householder_apply yet")
+    """tadiff-engine path: arrays are wrapped as Tensors, the FastH Function does the rest."""
+    from tadiff.autograd.tensor import Tensor
+
+    V, X = (a if isinstance(a, Tensor) else Tensor(np.asarray(a)) for a in (V, X))
+    _, _, b = _check_inputs(V.data, X.data, block)
+    return _engine_function().apply(V, X, b, bool(transpose))
+
+
+@functools.cache
+def _engine_function() -> type:
+    """The engine Function, defined on first use so that importing this module needs no engine."""
+    from tadiff.autograd import Function, once_differentiable
+
+    class HouseholderApply(Function):
+        """``U X`` by FastH with the Algorithm 2 backward (once differentiable)."""
+
+        @staticmethod
+        def forward(ctx, V, X, block, transpose):
+            v, x = V.data, X.data
+            d = int(v.shape[1])
+            blocks = _build_blocks(np, np.flip(v, 0) if transpose else v, block)
+            Y, saved = _forward(np, blocks, _fold(np, x, d), save=ctx.needs_input_grad[0])
+            ctx.blocks, ctx.saved, ctx.transpose, ctx.x_shape = blocks, saved, transpose, x.shape
+            return _unfold(np, Y, tuple(x.shape))
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            d = int(ctx.x_shape[-2])
+            g = _fold(np, np.asarray(grad.data), d)
+            gV, gX = _backward(np, ctx.blocks, ctx.saved, g, need_v=ctx.needs_input_grad[0])
+            if gV is not None and ctx.transpose:
+                gV = np.ascontiguousarray(np.flip(gV, 0))
+            gX = _unfold(np, gX, tuple(ctx.x_shape)) if ctx.needs_input_grad[1] else None
+            return gV, gX, None, None
+
+    return HouseholderApply
