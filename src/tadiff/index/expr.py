@@ -380,6 +380,11 @@ def mul(a: Node, b: Node) -> Node:
             return neg(mul(a, b.args[0]))
         if isinstance(b, Const) and not isinstance(a, Const):
             a, b = b, a  # constants first: 2*x, never x*2
+        # x * (1 / y) reads better, and evaluates in one rounding, as x / y
+        if isinstance(b, Op) and b.op == "div" and b.args[0] is ONE:
+            return div(a, b.args[1])
+        if isinstance(a, Op) and a.op == "div" and a.args[0] is ONE:
+            return div(b, a.args[1])
         # a delta factor wraps the whole product: where(c, a) * b = where(c, a * b)
         if isinstance(a, Where) and a.other is ZERO:
             return where(a.conds, mul(a.then, b))

@@ -244,7 +244,8 @@ class TensorFunction:
 
     # -- printing -------------------------------------------------------------------------------
     def __str__(self) -> str:
-        return printer.function_text(self.out_name, self.out_vars, self.body)
+        sizes = [_constant_size(r) for r in self.out_ranges]
+        return printer.function_text(self.out_name, self.out_vars, self.body, sizes)
 
     def __repr__(self) -> str:
         return f"TensorFunction({str(self)!r})"
@@ -270,6 +271,13 @@ class TensorFunction:
             for a in _node_affines(node):
                 names.update(v for v in a.variables if is_param(v))
         return frozenset(names)
+
+
+def _constant_size(r: shapes.Range | None) -> int | None:
+    """The size of a range ``0..n-1`` with constant n (printed as ``i:n``), else None."""
+    if r is None or len(r[0]) != 1 or len(r[1]) != 1 or r[0][0] != 0 or not r[1][0].is_constant:
+        return None
+    return int(r[1][0].const) + 1
 
 
 def _range_facts(variables: tuple[str, ...], ranges: tuple) -> tuple[Cond, ...]:

@@ -186,9 +186,16 @@ def expr_text(node: Node, order: Sequence[str] = ()) -> str:
     return _text(node, list(order))[0]
 
 
-def function_text(out_name: str, out_vars: Sequence[str], body: Node) -> str:
-    """A whole definition ``out[vars] = body`` as DSL text (parseable by ``parse``)."""
-    return f"{out_name}[{', '.join(out_vars)}] = {expr_text(body, out_vars)}"
+def function_text(
+    out_name: str, out_vars: Sequence[str], body: Node, sizes: Sequence[int | None] = ()
+) -> str:
+    """A whole definition ``out[vars] = body`` as DSL text (parseable by ``parse``).
+
+    ``sizes`` gives explicit output sizes to print as ``i:4`` (None: inferred, not printed).
+    """
+    sizes = list(sizes) or [None] * len(out_vars)
+    head = ", ".join(v if n is None else f"{v}:{n}" for v, n in zip(out_vars, sizes, strict=True))
+    return f"{out_name}[{head}] = {expr_text(body, out_vars)}"
 
 
 # -- LaTeX --------------------------------------------------------------------------------------
