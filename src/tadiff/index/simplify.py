@@ -37,6 +37,8 @@ def sum_or_point(
         >>> str(sum_or_point("k", (i,), (i,), ir.access("x", (Affine.variable("k"),))))
         'x[i]'
     """
+    if not ir._SIMPLIFY[-1]:  # raw_construction(): keep every sum as written
+        return ir.sum_over(var, lower, upper, body)
     if all(b.is_constant for b in (*lower, *upper)):
         lo = max(math.ceil(b.const) for b in lower)
         hi = min(math.floor(b.const) for b in upper)
@@ -69,6 +71,8 @@ def simplify(node: Node, facts: tuple[Cond, ...] = ()) -> Node:
     Returns:
         An equivalent expression, never larger.
     """
+    if not ir._SIMPLIFY[-1]:  # raw_construction(): leave the tree as built
+        return node
     cache: dict[tuple[int, frozenset[Cond]], Node] = {}
 
     def go(n: Node, known: frozenset[Cond]) -> Node:
