@@ -29,7 +29,7 @@ def is_anomaly_enabled() -> bool:
     return ANOMALY[0]
 
 
-class set_detect_anomaly:  # noqa: N801 - PyTorch's name
+class set_detect_anomaly:
     """Turn anomaly detection on or off, immediately and for a ``with`` block."""
 
     def __init__(self, mode: bool):
@@ -43,7 +43,7 @@ class set_detect_anomaly:  # noqa: N801 - PyTorch's name
         ANOMALY[0] = self._previous
 
 
-class detect_anomaly(set_detect_anomaly):  # noqa: N801 - PyTorch's name
+class detect_anomaly(set_detect_anomaly):
     """Context manager enabling anomaly detection (see the module docstring)."""
 
     def __init__(self) -> None:

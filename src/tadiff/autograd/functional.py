@@ -34,7 +34,9 @@ def _prepare(inputs: Any) -> tuple[tuple[Tensor, ...], bool]:
 
 
 def _zeros_if_none(gs: tuple[Any, ...], xs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    return tuple(_make(np.zeros_like(x.data)) if g is None else g for g, x in zip(gs, xs))
+    return tuple(
+        _make(np.zeros_like(x.data)) if g is None else g for g, x in zip(gs, xs, strict=True)
+    )
 
 
 def vjp(
@@ -63,7 +65,7 @@ def jvp(
     func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False
 ) -> tuple[Any, Any]:
     """``(func(inputs), J v)`` by the double-backward trick: ``J v = d/du (uᵀ J) v``."""
-    xs, is_tuple = _prepare(inputs)
+    xs, _is_tuple = _prepare(inputs)
     vs = (v,) if not isinstance(v, (tuple, list)) else tuple(v)
     if v is None:
         vs = tuple(_make(np.ones_like(x.data)) for x in xs)
@@ -71,7 +73,7 @@ def jvp(
         out = func(*xs)
         u = Tensor(np.zeros_like(out.data), requires_grad=True)
         gs = grad(out, xs, u, create_graph=True, allow_unused=True)
-        pairs = [(g, w) for g, w in zip(gs, vs) if g is not None and g.requires_grad]
+        pairs = [(g, w) for g, w in zip(gs, vs, strict=False) if g is not None and g.requires_grad]
         if not pairs:
             return out.detach(), _make(np.zeros_like(out.data))
         (jv,) = grad([g for g, _ in pairs], u, [w for _, w in pairs], create_graph=create_graph)
@@ -97,7 +99,7 @@ def jacobian(func: Callable[..., Any], inputs: Any, create_graph: bool = False) 
                           create_graph=create_graph, allow_unused=True)  # fmt: skip
             else:
                 gs = (None,) * len(xs)
-            for r, (g, x) in enumerate(zip(_zeros_if_none(gs, xs), xs)):
+            for r, g in enumerate(_zeros_if_none(gs, xs)):
                 rows[r].append(g)
         per_input = []
         for r, x in enumerate(xs):

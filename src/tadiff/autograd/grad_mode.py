@@ -60,7 +60,7 @@ class _GradModeContext:
         return wrapper
 
 
-class no_grad(_GradModeContext):  # noqa: N801 - PyTorch's name
+class no_grad(_GradModeContext):
     """Disable graph recording inside the block (or decorated function).
 
     Example:
@@ -71,13 +71,13 @@ class no_grad(_GradModeContext):  # noqa: N801 - PyTorch's name
     _target = False
 
 
-class enable_grad(_GradModeContext):  # noqa: N801 - PyTorch's name
+class enable_grad(_GradModeContext):
     """Enable graph recording inside the block, even within ``no_grad``."""
 
     _target = True
 
 
-class set_grad_enabled(_GradModeContext):  # noqa: N801 - PyTorch's name
+class set_grad_enabled(_GradModeContext):
     """Set grad mode to ``mode``: immediately (like a function call) and for a ``with`` block.
 
     Args:

@@ -79,9 +79,12 @@ def _numerical_jacobians(
         flat[k] = orig - eps
         minus = _eval(fn, inputs)
         flat[k] = orig
-        for j, (p, m) in enumerate(zip(plus, minus)):
+        for j, (p, m) in enumerate(zip(plus, minus, strict=False)):
             cols[j].append(((p - m) / (2 * eps)).reshape(-1))
-    return [np.stack(c, axis=1) if c else np.zeros((n, flat.size)) for c, n in zip(cols, sizes)]
+    return [
+        np.stack(c, axis=1) if c else np.zeros((n, flat.size))
+        for c, n in zip(cols, sizes, strict=False)
+    ]
 
 
 def _analytical_rows(
@@ -158,7 +161,7 @@ def gradcheck(
     return True
 
 
-def _check_full(fn, inputs, outputs, picked, eps, atol, rtol) -> None:  # noqa: ANN001
+def _check_full(fn, inputs, outputs, picked, eps, atol, rtol) -> None:
     sizes = [o.data.size for o in outputs]
     numerical = {i: _numerical_jacobians(fn, inputs, i, eps, sizes) for i in picked}
     for j in range(len(outputs)):
@@ -169,7 +172,7 @@ def _check_full(fn, inputs, outputs, picked, eps, atol, rtol) -> None:  # noqa: 
                 _fail("Jacobian", i, j, a, n, atol, rtol)
 
 
-def _check_fast(fn, inputs, outputs, picked, eps, atol, rtol) -> None:  # noqa: ANN001
+def _check_fast(fn, inputs, outputs, picked, eps, atol, rtol) -> None:
     rng = np.random.default_rng(0)
     vs = [rng.standard_normal(o.data.shape) for o in outputs]
     for i in picked:
@@ -232,7 +235,7 @@ def gradgradcheck(
     def first_derivatives(*args: Any) -> tuple[Tensor, ...]:
         xs, vs = args[:n_in], args[n_in:]
         outs = _outputs(fn, xs)
-        diff = [(o, v) for o, v in zip(outs, vs) if o.requires_grad]
+        diff = [(o, v) for o, v in zip(outs, vs, strict=False) if o.requires_grad]
         if not diff:
             return tuple(_make(np.zeros_like(xs[i].data)) for i in picked)
         grads = grad(
@@ -240,7 +243,8 @@ def gradgradcheck(
             create_graph=True, allow_unused=True,
         )  # fmt: skip
         return tuple(
-            _make(np.zeros_like(xs[i].data)) if g is None else g for g, i in zip(grads, picked)
+            _make(np.zeros_like(xs[i].data)) if g is None else g
+            for g, i in zip(grads, picked, strict=False)
         )
 
     return gradcheck(

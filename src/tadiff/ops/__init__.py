@@ -105,6 +105,8 @@ def _graph_prod_others(x: Tensor, dims: Any) -> Tensor:
     """Differentiable product of the other elements of each reduction group: the group is laid
     out along a new axis with the element itself replaced by 1 (O(n^2) memory per group, fine for
     the second derivatives this serves)."""
+    if x.data.size == 0:
+        return x * 0
     dims = tuple(range(x.ndim)) if dims is None else dims
     keep = [i for i in range(x.ndim) if i not in dims]
     moved = permute(x, *(keep + list(dims)))

@@ -54,7 +54,7 @@ def as_tensor(value: Any, like: Tensor | None = None, name: str = "argument") ->
         return _make(value)
     if isinstance(value, np.generic):
         return _make(np.asarray(value))
-    if isinstance(value, _SCALARS) or isinstance(value, complex):
+    if isinstance(value, (_SCALARS, complex)):
         if like is not None:
             return _make(scalar_array(value, like.data.dtype))
         return _make(np.asarray(value, np.float32 if isinstance(value, float) else None))

@@ -62,6 +62,8 @@ def _prod_others(x: np.ndarray, dims: tuple[int, ...] | None) -> np.ndarray:
     Exclusive prefix and suffix products along the flattened group: exact with zeros, O(n).
     """
     x = np.asarray(x)
+    if x.size == 0:
+        return np.zeros_like(x)
     dims = tuple(range(x.ndim)) if dims is None else dims
     keep = [i for i in range(x.ndim) if i not in dims]
     moved = np.transpose(x, keep + list(dims))

@@ -41,7 +41,7 @@ class OpNode(Node):
         args = self._args
         return [
             None if nxt is None or fn is None else fn(F, g, *values, *args)
-            for fn, (nxt, _) in zip(self.vjps, self.next_functions)
+            for fn, (nxt, _) in zip(self.vjps, self.next_functions, strict=False)
         ]
 
 
@@ -254,36 +254,44 @@ WhereBackward0 = _node(                                                         
 )
 
 # reductions (dims: tuple of axes or None for all; keepdim as given)
-SumBackward1 = _node(                                                               # ; shape, dims, keepdim
+# ; shape, dims, keepdim
+SumBackward1 = _node(
     "SumBackward1", lambda F, g, shape, dims, keepdim: F.unreduce(g, shape, dims, keepdim)
 )
 MeanBackward1 = _node(                                                              # ; ..., count
     "MeanBackward1", lambda F, g, shape, dims, keepdim, n: F.unreduce(g / n, shape, dims, keepdim)
 )
-VarBackward0 = _node("VarBackward0", _variance)                                     # x; dims, keepdim, correction, n
-StdBackward0 = _node("StdBackward0", _std)                                          # x, result; same
-ProdBackward1 = _node(                                                              # x; dims, keepdim
+# x; dims, keepdim, correction, n
+VarBackward0 = _node("VarBackward0", _variance)
+# x, result; same
+StdBackward0 = _node("StdBackward0", _std)
+# x; dims, keepdim
+ProdBackward1 = _node(
     "ProdBackward1",
     lambda F, g, x, dims, keepdim: F.unreduce(g, x.shape, dims, keepdim) * F.prod_others(x, dims),
 )
-AmaxBackward0 = _node(                                                              # x, result; dims, keepdim
+# x, result; dims, keepdim
+AmaxBackward0 = _node(
     "AmaxBackward0",
     lambda F, g, x, r, dims, keepdim:
         F.unreduce(g, x.shape, dims, keepdim) * _max_weights(F, x, r, dims, keepdim),
 )
 AminBackward0 = _node("AminBackward0", *AmaxBackward0.vjps)
-MaxBackward0 = _node(                                                               # ; shape, dim, keepdim, indices
+# ; shape, dim, keepdim, indices
+MaxBackward0 = _node(
     "MaxBackward0",
     lambda F, g, shape, dim, keepdim, idx: F.scatter_add_zeros(
         F.reshape(g, keepdim_shape(shape, (dim,))), dim, idx, shape),
 )
 MinBackward0 = _node("MinBackward0", *MaxBackward0.vjps)
-LogsumexpBackward0 = _node(                                                         # x, result; dims, keepdim
+# x, result; dims, keepdim
+LogsumexpBackward0 = _node(
     "LogsumexpBackward0",
     lambda F, g, x, r, dims, keepdim: F.unreduce(g, x.shape, dims, keepdim)
         * F.exp(x - F.unreduce(r, x.shape, dims, keepdim)),
 )
-NormBackward1 = _node("NormBackward1", _norm2)                                      # x, result; dims, keepdim
+# x, result; dims, keepdim
+NormBackward1 = _node("NormBackward1", _norm2)
 SoftmaxBackward0 = _node(                                                           # result; dim
     "SoftmaxBackward0", lambda F, g, r, dim: r * (g - F.sum(g * r, (dim,), True))
 )
@@ -301,7 +309,8 @@ TransposeBackward0 = _node(                                                     
 PermuteBackward0 = _node("PermuteBackward0", lambda F, g, inverse: F.permute(g, inverse))
 ExpandBackward0 = _node("ExpandBackward0", lambda F, g, shape: F.sum_to(g, shape))  # ; input shape
 FlipBackward0 = _node("FlipBackward0", lambda F, g, dims: F.flip(g, dims))          # ; dims
-CatBackward0 = _indexed("CatBackward0", _cat_piece)                                 # ; axis, offsets
+# ; axis, offsets
+CatBackward0 = _indexed("CatBackward0", _cat_piece)
 StackBackward0 = _indexed(                                                          # ; axis
     "StackBackward0", lambda F, g, i, axis: g[(slice(None),) * axis + (i,)]
 )
@@ -316,12 +325,14 @@ IndexBackward0 = _node(                                                         
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
 IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])    # ; key
-IndexPutBackward0 = _node(                                                          # ; key, kept, value shape
+# ; key, kept, value shape
+IndexPutBackward0 = _node(
     "IndexPutBackward0",
     lambda F, g, key, kept, sv: g * kept,
     lambda F, g, key, kept, sv: F.sum_to(g[key], sv),
 )
-GatherBackward0 = _node(                                                            # ; dim, index, shape
+# ; dim, index, shape
+GatherBackward0 = _node(
     "GatherBackward0",
     lambda F, g, dim, idx, shape: F.scatter_add_zeros(g, dim, idx, shape),
 )

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.errors import DTypeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, record, scalar_array
-from tadiff.errors import DTypeError
 
 _ndarray = np.ndarray
 _PY_SCALARS = (int, float)
@@ -58,9 +58,8 @@ def add(a: Any, b: Any) -> Tensor:
     Returns:
         Tensor of the broadcast shape.
     """
-    if type(a) is not Tensor:
-        if not isinstance(a, Tensor):
-            return add(b, a) if isinstance(b, Tensor) else add(as_tensor(a), b)
+    if type(a) is not Tensor and not isinstance(a, Tensor):
+        return add(b, a) if isinstance(b, Tensor) else add(as_tensor(a), b)
     b = _operand(b, a)
     if isinstance(b, Tensor):
         out = a.data + b.data
@@ -143,7 +142,7 @@ def rdiv(a: Tensor, b: Any) -> Tensor:
     return _make(out)
 
 
-def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - torch's name
+def pow(a: Any, b: Any) -> Tensor:
     """``a ** b``; ``b`` may be a number (PowBackward0) or a Tensor (PowBackward1)."""
     if not isinstance(a, Tensor):
         return rpow(b, a) if isinstance(b, Tensor) else pow(as_tensor(a), b)
@@ -199,7 +198,8 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], node: type, saves:
     op.__name__ = op.__qualname__ = name
     op.__doc__ = (
         f"Element-wise ``{name}`` (gradient node ``{node.__name__}``).\n\n"
-        f"Example:\n    >>> import tadiff as td\n    >>> td.{name}(td.tensor([0.5])).shape\n    (1,)\n"
+        "Example:\n    >>> import tadiff as td\n"
+        f"    >>> td.{name}(td.tensor([0.5])).shape\n    (1,)\n"
     )
     return op
 
@@ -221,11 +221,11 @@ tanh = _unary("tanh", np.tanh, d.TanhBackward0, "result")
 sigmoid = _unary("sigmoid", _sigmoid, d.SigmoidBackward0, "result")
 relu = _unary("relu", lambda x: np.maximum(x, 0), d.ReluBackward0, "result")
 sqrt = _unary("sqrt", np.sqrt, d.SqrtBackward0, "result")
-abs = _unary("abs", np.abs, d.AbsBackward0, "input")  # noqa: A001 - torch's name
+abs = _unary("abs", np.abs, d.AbsBackward0, "input")
 sign = _unary("sign", np.sign, d.SignBackward0, "none")
 
 
-def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
+def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
     """Clamp to ``[min, max]`` (either bound may be None); gradient 1 inside, bounds included.
 
     Example:

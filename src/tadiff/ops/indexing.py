@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.errors import DTypeError, IndexingError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
-from tadiff.errors import DTypeError, IndexingError, ShapeError
 
 _BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
 
@@ -121,7 +121,7 @@ def _check_index(x: np.ndarray, dim: int, index: Any, what: str) -> np.ndarray:
             f"{what}(): Index tensor must have the same number of dimensions as input tensor "
             f"({idx.ndim} vs {x.ndim})"
         )
-    for i, (n, m) in enumerate(zip(idx.shape, x.shape)):
+    for i, (n, m) in enumerate(zip(idx.shape, x.shape, strict=False)):
         if i != dim and n > m:
             raise ShapeError(
                 f"{what}(): Size does not match at dimension {i}: index has {n}, input has {m}"

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.errors import AutogradError, DTypeError
 from tadiff.ops import elementwise as ew
 from tadiff.ops._common import Tensor, _make, _state
 from tadiff.ops.indexing import index_put
-from tadiff.errors import AutogradError, DTypeError
 
 
 def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) -> Tensor:
@@ -101,7 +101,7 @@ def pow_(t: Tensor, other: Any) -> Tensor:
     return _apply_inplace(t, ew.pow, other, name="pow_")
 
 
-def clamp_(t: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
+def clamp_(t: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
     """Clamp in place."""
     return _apply_inplace(t, ew.clamp, min, max, name="clamp_")
 

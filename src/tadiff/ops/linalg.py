@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.errors import InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, record
-from tadiff.errors import InputError, ShapeError
 
 
 def _matmul_node(na: int, nb: int) -> type:
@@ -75,10 +75,12 @@ def _parse(equation: str, ndims: list[int]) -> tuple[list[str], str]:
         if ch not in string.ascii_letters:
             raise InputError(f"einsum(): invalid subscript '{ch}' in equation '{equation}'")
     spare = [c for c in string.ascii_letters[::-1] if c not in used]
-    n_ell = max([nd - (len(s) - 3) for s, nd in zip(specs, ndims) if "..." in s] or [0])
+    n_ell = max(
+        [nd - (len(s) - 3) for s, nd in zip(specs, ndims, strict=False) if "..." in s] or [0]
+    )
     ell = "".join(spare[:n_ell][::-1])
     out_specs = []
-    for k, (s, nd) in enumerate(zip(specs, ndims)):
+    for k, (s, nd) in enumerate(zip(specs, ndims, strict=False)):
         if "..." in s:
             k_ell = nd - (len(s) - 3)
             s = s.replace("...", ell[len(ell) - k_ell :] if k_ell else "")
@@ -106,13 +108,13 @@ def _plan(specs: list[str], out: str, operands: list[Tensor]) -> tuple[Any, ...]
     gradient. Repeated letters (diagonals) are written with identity matrices, letters summed only
     inside this operand with a vector of ones, so one einsum covers every case."""
     sizes: dict[str, int] = {}
-    for s, t in zip(specs, operands):
-        for c, n in zip(s, t.data.shape):
+    for s, t in zip(specs, operands, strict=False):
+        for c, n in zip(s, t.data.shape, strict=False):
             sizes[c] = max(sizes.get(c, 1), n)
     all_used = set("".join(specs)) | set(out)
     fresh = iter(c for c in string.ascii_letters if c not in all_used)
     plans = []
-    for i, (s, t) in enumerate(zip(specs, operands)):
+    for i, (s, t) in enumerate(zip(specs, operands, strict=False)):
         others = [j for j in range(len(specs)) if j != i]
         available = set(out) | set("".join(specs[j] for j in others))
         target, const_specs, constants = [], [], []

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.errors import InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
     Tensor,
@@ -30,7 +31,6 @@ from tadiff.ops._common import (
     pick_axis,
     record,
 )
-from tadiff.errors import InputError
 
 #: What ``max(dim)``/``min(dim)`` return, like torch's ``torch.return_types.max``.
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -55,7 +55,7 @@ def _reduce_out(out: Any, x: Tensor) -> np.ndarray:
     return out if out.dtype == x.data.dtype or x.data.dtype.kind not in "f" else out.astype(x.dtype)
 
 
-def sum(  # noqa: A001 - torch's name
+def sum(
     x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: Any = None
 ) -> Tensor:
     """Sum over ``dim`` (all dims when None).
@@ -223,7 +223,7 @@ def _arg_extreme(x: Tensor, dim: Any, keepdim: bool, largest: bool) -> ValuesInd
     return ValuesIndices(_make(values), indices)
 
 
-def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:  # noqa: A001
+def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
     """``max(x)``: the largest element (ties share the gradient); ``max(x, dim)``: a
     ``(values, indices)`` pair, the gradient going to the returned index; ``max(a, b)`` with a
     Tensor ``b``: element-wise :func:`maximum`.
@@ -244,7 +244,7 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
     return _arg_extreme(x, dim, keepdim, True)
 
 
-def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:  # noqa: A001
+def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
     """Like :func:`max`, for the smallest elements."""
     x = as_tensor(x)
     dim = pick_axis(dim, axis)

@@ -14,10 +14,12 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
+from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
     Tensor,
@@ -29,7 +31,6 @@ from tadiff.ops._common import (
     record,
     record_multi,
 )
-from tadiff.errors import DTypeError, InputError, ShapeError
 
 
 def _as_view(out: Tensor, x: Tensor) -> Tensor:
@@ -45,10 +46,7 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
 
 
 def _view_op(x: Tensor, data: np.ndarray, node: type, args: tuple[Any, ...]) -> Tensor:
-    if x._rg and _state.enabled:
-        out = record(node, data, (x,), (), args)
-    else:
-        out = _make(data)
+    out = record(node, data, (x,), (), args) if x._rg and _state.enabled else _make(data)
     if np.may_share_memory(data, x.data):
         _as_view(out, x)
     return out
@@ -234,7 +232,7 @@ def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
                 f"Tensors must have same number of dimensions: got {ref.ndim} and {len(s)} "
                 f"(tensor number {k} in the list)"
             )
-        for i, (n, m) in enumerate(zip(ref.shape, s)):
+        for i, (n, m) in enumerate(zip(ref.shape, s, strict=False)):
             if i != ax and n != m:
                 raise ShapeError(
                     f"Sizes of tensors must match except in dimension {ax}. Expected size {n} "
@@ -272,7 +270,7 @@ def _pieces(x: Tensor, sizes: list[int], ax: int, node: type) -> tuple[Tensor, .
     bounds = np.cumsum([0, *sizes])
     key = [slice(None)] * x.data.ndim
     datas = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         key[ax] = slice(int(lo), int(hi))
         datas.append(x.data[tuple(key)])
     if x._rg and _state.enabled:

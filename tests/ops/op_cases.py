@@ -1,0 +1,174 @@
+"""The table of op cases driving tests/ops: one entry per primitive and input shape.
+
+Each case's ``fn(m, *xs)`` is written once against a module ``m`` that is either ``tadiff`` or
+``torch`` (the two share these names), so the same expression gives the tadiff result and the
+independent PyTorch oracle. ``domain`` keeps inputs where the op is smooth (away from kinks,
+poles and the boundary of its domain), so that central differences are a valid oracle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    fn: Callable[..., Any]
+    shapes: tuple[tuple[int, ...], ...]
+    domain: str = "any"  # any | positive | nonzero | unit
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-{'x'.join(str(s) for s in self.shapes)}"
+
+    def inputs(self, seed: int = 0) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        out = []
+        for shape in self.shapes:
+            x = rng.standard_normal(shape)
+            if self.domain == "positive":
+                x = rng.uniform(0.5, 2.0, shape)
+            elif self.domain == "nonzero":
+                x = np.sign(x + (x == 0)) * rng.uniform(0.3, 2.0, shape)
+            elif self.domain == "unit":
+                x = rng.uniform(-0.9, 0.9, shape)
+            out.append(x)
+        return out
+
+
+def _cases(name: str, fn: Callable[..., Any], shape_sets: list[Any], domain: str = "any") -> list:
+    return [Case(name, fn, tuple(tuple(s) for s in shapes), domain) for shapes in shape_sets]
+
+
+BINARY_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2,)), ((0, 3), (3,))]
+UNARY_SHAPES = [((3,),), ((2, 3),), ((),), ((0, 2),)]
+REDUCE_SHAPES = [((4,),), ((2, 3, 2),)]
+
+CASES: list[Case] = [
+    # arithmetic with broadcasting
+    *_cases("add", lambda m, a, b: a + b, BINARY_SHAPES),
+    *_cases("sub", lambda m, a, b: a - b, BINARY_SHAPES),
+    *_cases("mul", lambda m, a, b: a * b, BINARY_SHAPES),
+    *_cases("div", lambda m, a, b: a / b, BINARY_SHAPES, "nonzero"),
+    *_cases("pow_tensor", lambda m, a, b: a**b, BINARY_SHAPES, "positive"),
+    *_cases("pow_scalar3", lambda m, a: a**3, UNARY_SHAPES),
+    *_cases("pow_scalar_half", lambda m, a: a**0.5, UNARY_SHAPES, "positive"),
+    *_cases("pow_scalar_neg", lambda m, a: a**-2, UNARY_SHAPES, "nonzero"),
+    *_cases("rpow", lambda m, a: 2.0**a, UNARY_SHAPES),
+    *_cases("scalar_ops", lambda m, a: (3.0 - a) * 2.0 + 1.5 / (a * a + 1.0) - a / 4.0, UNARY_SHAPES),
+    *_cases("neg", lambda m, a: -a, UNARY_SHAPES),
+    *_cases(
+        "matmul",
+        lambda m, a, b: a @ b,
+        [
+            ((2, 3), (3, 4)),
+            ((3,), (3,)),
+            ((2, 3), (3,)),
+            ((3,), (3, 2)),
+            ((2, 2, 3), (3, 4)),
+            ((2, 1, 2, 3), (3, 3, 2)),
+            ((3,), (2, 3, 2)),
+            ((0, 3), (3, 2)),
+        ],
+    ),
+    # element-wise math
+    *_cases("exp", lambda m, a: m.exp(a), UNARY_SHAPES),
+    *_cases("log", lambda m, a: m.log(a), UNARY_SHAPES, "positive"),
+    *_cases("log1p", lambda m, a: m.log1p(a), UNARY_SHAPES, "positive"),
+    *_cases("expm1", lambda m, a: m.expm1(a), UNARY_SHAPES),
+    *_cases("sin", lambda m, a: m.sin(a), UNARY_SHAPES),
+    *_cases("cos", lambda m, a: m.cos(a), UNARY_SHAPES),
+    *_cases("tan", lambda m, a: m.tan(a), UNARY_SHAPES, "unit"),
+    *_cases("tanh", lambda m, a: m.tanh(a), UNARY_SHAPES),
+    *_cases("sigmoid", lambda m, a: m.sigmoid(a), UNARY_SHAPES),
+    *_cases("relu", lambda m, a: m.relu(a), UNARY_SHAPES, "nonzero"),
+    *_cases("sqrt", lambda m, a: m.sqrt(a), UNARY_SHAPES, "positive"),
+    *_cases("abs", lambda m, a: m.abs(a), UNARY_SHAPES, "nonzero"),
+    *_cases("sign", lambda m, a: m.sign(a) * a, UNARY_SHAPES, "nonzero"),
+    *_cases("clamp", lambda m, a: m.clamp(a, -0.5, 0.7), UNARY_SHAPES),
+    *_cases("clamp_min", lambda m, a: m.clamp(a, min=0.1), UNARY_SHAPES),
+    *_cases("where", lambda m, a, b: m.where(a > 0, a, b), BINARY_SHAPES),
+    *_cases("where_scalar", lambda m, a: m.where(a > 0, a * a, 0.0), UNARY_SHAPES),
+    *_cases("maximum", lambda m, a, b: m.maximum(a, b), BINARY_SHAPES),
+    *_cases("minimum", lambda m, a, b: m.minimum(a, b), BINARY_SHAPES),
+    # reductions
+    *_cases("sum_all", lambda m, a: a.sum(), [*REDUCE_SHAPES, ((),), ((0, 3),)]),
+    *_cases("sum_dim", lambda m, a: a.sum(dim=0), [((4,),), ((2, 3, 2),), ((0, 3),)]),
+    *_cases("sum_dims_keep", lambda m, a: m.sum(a, dim=(0, 2), keepdim=True), [((2, 3, 2),)]),
+    *_cases("mean_all", lambda m, a: a.mean(), REDUCE_SHAPES),
+    *_cases("mean_dim", lambda m, a: a.mean(dim=-1, keepdim=True), REDUCE_SHAPES),
+    *_cases("var_all", lambda m, a: a.var(), REDUCE_SHAPES),
+    *_cases("var_dim", lambda m, a: a.var(dim=1), [((2, 3, 2),), ((3, 4),)]),
+    *_cases("var_biased", lambda m, a: m.var(a, dim=0, correction=0), [((4, 2),)]),
+    *_cases("std_dim", lambda m, a: a.std(dim=(0, 1), keepdim=True), [((2, 3, 2),)]),
+    *_cases("std_all", lambda m, a: a.std(), REDUCE_SHAPES),
+    *_cases("prod_all", lambda m, a: a.prod(), [((4,),), ((2, 3),)]),
+    *_cases("prod_dim", lambda m, a: a.prod(dim=1), [((2, 3, 2),), ((3, 0),)]),
+    *_cases("max_all", lambda m, a: a.max(), REDUCE_SHAPES),
+    *_cases("min_all", lambda m, a: a.min(), REDUCE_SHAPES),
+    *_cases("max_dim", lambda m, a: a.max(dim=1).values, [((2, 3, 2),), ((3, 4),)]),
+    *_cases("min_dim_keep", lambda m, a: a.min(dim=0, keepdim=True).values, [((3, 4),)]),
+    *_cases("amax", lambda m, a: m.amax(a, dim=(0, 2)), [((2, 3, 2),)]),
+    *_cases("amin", lambda m, a: m.amin(a, dim=1, keepdim=True), [((2, 3, 2),)]),
+    *_cases("logsumexp", lambda m, a: m.logsumexp(a, dim=1), [((2, 3, 2),), ((3, 4),), ((2, 0),)]),
+    *_cases("logsumexp_all", lambda m, a: m.logsumexp(a, dim=(0, 1)), [((3, 4),)]),
+    *_cases("norm_all", lambda m, a: m.norm(a), REDUCE_SHAPES),
+    *_cases("norm_dim", lambda m, a: m.norm(a, dim=1), [((2, 3, 2),), ((3, 4),)]),
+    *_cases("norm_p1", lambda m, a: m.norm(a, p=1, dim=0), [((3, 4),)], "nonzero"),
+    *_cases("norm_p3", lambda m, a: m.norm(a, p=3, dim=0), [((3, 4),)], "nonzero"),
+    *_cases("softmax", lambda m, a: m.softmax(a, dim=-1), [((4,),), ((2, 3, 2),), ((0, 3),)]),
+    *_cases("log_softmax", lambda m, a: m.log_softmax(a, dim=1), [((2, 3, 2),), ((3, 4),)]),
+    # shape ops
+    *_cases("reshape", lambda m, a: a.reshape(3, -1) * 2, [((2, 3),), ((6, 1),)]),
+    *_cases("view", lambda m, a: a.view(-1) * 2, [((2, 3),), ((0, 2),)]),
+    *_cases("flatten", lambda m, a: m.flatten(a, 1) * 2, [((2, 3, 2),)]),
+    *_cases("transpose", lambda m, a: a.transpose(0, 2) * 2, [((2, 3, 2),)]),
+    *_cases("permute", lambda m, a: a.permute(2, 0, 1) * a.permute(2, 0, 1), [((2, 3, 4),)]),
+    *_cases("T", lambda m, a: a.T @ a, [((2, 3),)]),
+    *_cases("mT", lambda m, a: a.mT @ a, [((2, 3, 2),)]),
+    *_cases("expand", lambda m, a: a.expand(2, 3, -1) * 2, [((3, 1),), ((1, 1),)]),
+    *_cases("broadcast_to", lambda m, a: m.broadcast_to(a, (2, 3)) ** 2, [((3,),), ((1, 3),)]),
+    *_cases("squeeze", lambda m, a: a.squeeze(1) * 2, [((2, 1, 3),), ((2, 3),)]),
+    *_cases("squeeze_all", lambda m, a: a.squeeze() * 2, [((1, 3, 1),)]),
+    *_cases("unsqueeze", lambda m, a: a.unsqueeze(-1) * a.unsqueeze(0), [((3,),), ((2, 2),)]),
+    *_cases("cat", lambda m, a, b: m.cat([a, b, a], dim=1), [((2, 3), (2, 1)), ((2, 0), (2, 2))]),
+    *_cases("stack", lambda m, a, b: m.stack([a, b], dim=1) ** 2, [((2, 3), (2, 3)), ((0,), (0,))]),
+    *_cases("split", lambda m, a: m.split(a, 2, dim=1)[1] * 3, [((2, 5),)]),
+    *_cases("split_sizes", lambda m, a: m.split(a, [1, 3], dim=0)[0] ** 2, [((4, 2),)]),
+    *_cases("chunk", lambda m, a: m.chunk(a, 3, 0)[2] * m.chunk(a, 3, 0)[0], [((3, 2),)]),
+    *_cases("unbind", lambda m, a: m.unbind(a, 1)[0] * m.unbind(a, 1)[2], [((2, 3),)]),
+    *_cases("unbind_partial", lambda m, a: m.unbind(a)[1] ** 2, [((3, 2),)]),
+    *_cases("flip", lambda m, a: m.flip(a, (0,)) * a, [((3, 2),), ((4,),)]),
+    # indexing
+    *_cases("slice", lambda m, a: a[1:, ::2] ** 2, [((3, 4),)]),
+    *_cases("select", lambda m, a: a[0] * a[-1], [((3, 4),)]),
+    *_cases("none_ellipsis", lambda m, a: a[..., None, 1] ** 2, [((2, 3),)]),
+    *_cases("advanced_repeat", lambda m, a: a[[0, 0, 2]] ** 2, [((3, 2),)]),
+    *_cases("advanced_mixed", lambda m, a: a[[0, 2], 1:] ** 2, [((3, 3),)]),
+    *_cases("bool_mask", lambda m, a: a[a > 0] ** 2, [((3, 3),)], "nonzero"),
+    *_cases(
+        "gather",
+        lambda m, a: m.gather(a, 1, m.tensor([[0, 0, 2], [1, 2, 1]])) ** 2,
+        [((2, 3),), ((3, 4),)],
+    ),
+    *_cases(
+        "scatter_add",
+        lambda m, a, b: a.scatter_add(0, m.tensor([[0, 1], [0, 0]]), b) ** 2,
+        [((2, 2), (2, 2))],
+    ),
+    # einsum
+    *_cases("einsum_mm", lambda m, a, b: m.einsum("ij,jk->ik", a, b), [((2, 3), (3, 2))]),
+    *_cases("einsum_diag", lambda m, a: m.einsum("ii->i", a), [((3, 3),)]),
+    *_cases("einsum_trace", lambda m, a: m.einsum("ii", a), [((3, 3),)]),
+    *_cases("einsum_sum", lambda m, a: m.einsum("ij->", a), [((2, 3),)]),
+    *_cases("einsum_outer_only", lambda m, a, b: m.einsum("ij,k->k", a, b), [((2, 3), (2,))]),
+    *_cases("einsum_batched", lambda m, a, b: m.einsum("bij,bjk->bik", a, b), [((2, 2, 3), (2, 3, 2))]),
+    *_cases("einsum_ellipsis", lambda m, a, b: m.einsum("...ij,jk->...ik", a, b), [((2, 2, 3), (3, 2))]),
+    *_cases("einsum_implicit", lambda m, a, b: m.einsum("ij,jk", a, b), [((2, 3), (3, 2))]),
+    *_cases("einsum_three", lambda m, a, b, c: m.einsum("i,ij,j->", a, b, c), [((2,), (2, 3), (3,))]),
+]  # fmt: skip
