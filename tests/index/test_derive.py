@@ -133,6 +133,18 @@ def test_stride_two_access_gives_integrality_condition():
     )
 
 
+def test_huge_stride_is_exact():
+    # exact integers throughout: no int64 overflow in Smith form or Fourier–Motzkin (TVM's issue)
+    f = define("y[i:2] = x[1000000007*i + 3]")
+    g = f.grad("x")
+    assert str(g) == (
+        "dx[p] = where((p + 1000000004) % 1000000007 == 0 and p >= 3 "
+        "and p <= 1000000010, dy[(p - 3)/1000000007], 0)"
+    )
+    # x has 6 elements: only x[3] is read (by y[0]); y[1] would read x[1000000010]
+    np.testing.assert_array_equal(g(x=np.ones(6), dy=np.array([2.0, 5.0])), [0, 0, 0, 2, 0, 0])
+
+
 def test_elementwise_gradient_reuses_forward_value():
     # d exp(u) = exp(u): the derivative refers to the forward node, not a recomputation rule
     f = define("y[i] = exp(x[i])")

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tadiff.errors import ParseError, TadiffError
 from tadiff.index.expr import Access, Affine, Sum, Where
+from tadiff.index.function import define
 from tadiff.index.parse import parse
 
 
@@ -84,6 +85,7 @@ def test_scalar_argument_and_scalar_output():
         ("[i] = x[i]", 0, "expected the name of the defined tensor"),
         ("y[i] x[i]", 5, "expected '=' after the output"),
         ("y[i] = ", 7, "expected a number, a name or '\\(', found end of input"),
+        ("y[i:0] = x[i]", 3, "an output size must be at least 1"),
     ],
 )
 def test_parse_errors_point_at_the_column(source, column, message):
@@ -111,4 +113,4 @@ def test_fuzz_only_tadiff_errors_escape(pieces):
     source = pieces if isinstance(pieces, str) else "".join(pieces)
     for text in (source, "y[i] = " + source, "y[i,j] = sum[k](" + source + ")"):
         with contextlib.suppress(TadiffError):
-            parse(text)
+            define(text)  # parse, then range inference

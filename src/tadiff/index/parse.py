@@ -166,9 +166,13 @@ class _Parser:
                 if var.text in _RESERVED:
                     raise self.error(f"{var.text!r} is reserved and cannot be an index", var)
                 out_vars.append(var.text)
-                sizes.append(
+                size_token = self.tok
+                size = (
                     self.integer("the size of the output dimension") if self.accept(":") else None
                 )
+                if size == 0:
+                    raise self.error("an output size must be at least 1", size_token)
+                sizes.append(size)
                 if self.accept("]"):
                     break
                 self.expect(",", "',' or ']' in the output indices")
