@@ -15,7 +15,8 @@ One run measures, for m = 32 columns and d ∈ {64, ..., 2048} (k = d reflectors
 
 Times are medians over repeats (at least 3, more for fast cases, a fixed time budget per cell).
 BLAS/torch threads default to 1 because the CPU is shared; pass ``--threads 2`` to use both cores.
-Usage: ``python benchmarks/householder.py [--threads N] [--dims 64,128,...] [--dtype float32]``.
+Usage: ``python benchmarks/householder.py [--threads N] [--dims 64,128,...] [--dtype float32]
+[--device cuda]`` (on a GPU only the torch columns are measured).
 """
 
 from __future__ import annotations
@@ -51,15 +52,21 @@ M = 32
 SLOW_LIMIT_S = 2.0  # a method whose single call took longer at d/2 is skipped at d (cost ~ d³)
 
 
+_SYNC = [lambda: None]  # torch.cuda.synchronize when timing on a GPU
+
+
 def _median_ms(fn, budget_s=0.3, min_reps=3, max_reps=40):
+    sync = _SYNC[0]
     t0 = time.perf_counter()
     fn()  # warm-up (allocator, BLAS buffers)
+    sync()
     first = time.perf_counter() - t0
     reps = int(min(max_reps, max(min_reps, budget_s / max(first, 1e-6))))
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
     return 1e3 * float(np.median(times))
 
@@ -69,9 +76,7 @@ def _numpy_cases(V, X, G, U):
         hh.householder_apply(V, X)
 
     def fasth_fwd_bwd():
-        blocks = hh._build_blocks(np, V, hh.default_block(V.shape[0]))
-        _, saved = hh._forward(np, blocks, X, save=True)
-        hh._backward(np, blocks, saved, G, need_v=True)
+        hh.householder_vjp(V, X, G)
 
     def seq_fwd():
         hh.householder_sequential(V, X)
@@ -138,7 +143,7 @@ def _ratio(a, b):
     return "–" if a is None or b is None else f"{a / b:.1f}×"
 
 
-def run_table(dims, dtype):
+def run_table(dims, dtype, device="cpu"):
     rng = np.random.default_rng(0)
     results = {}
     last_single = {}  # (backend, method, mode) -> seconds of one call at the previous d
@@ -149,11 +154,11 @@ def run_table(dims, dtype):
         U = hh.householder_product(V)
         A = rng.standard_normal((d, d)).astype(dtype)
         tau = (1.0 + rng.random(d)).astype(dtype)
-        T = {n: torch.from_numpy(a) for n, a in dict(V=V, X=X, G=G, U=U, A=A, tau=tau).items()}
-        cases = {
-            "np": _numpy_cases(V, X, G, U),
-            "torch": _torch_cases(T["V"], T["X"], T["G"], T["U"], T["A"], T["tau"]),
-        }
+        arrays = dict(V=V, X=X, G=G, U=U, A=A, tau=tau)
+        T = {n: torch.from_numpy(a).to(device) for n, a in arrays.items()}
+        cases = {"torch": _torch_cases(T["V"], T["X"], T["G"], T["U"], T["A"], T["tau"])}
+        if device == "cpu":
+            cases["np"] = _numpy_cases(V, X, G, U)
         for backend, methods in cases.items():
             for method, fns in methods.items():
                 for mode, fn in zip(("fwd", "fwdbwd"), fns, strict=True):
@@ -239,17 +244,20 @@ def main():
     parser.add_argument("--dims", default="64,128,256,512,1024,2048")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--no-sweep", action="store_true", help="skip the block-size sweep")
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.device != "cpu":
+        _SYNC[0] = lambda: torch.cuda.synchronize(args.device)
     dims = [int(s) for s in args.dims.split(",")]
     t0 = time.perf_counter()
     print(
-        f"FastH benchmark: {args.dtype}, m = {M}, k = d, threads = {args.threads}, "
+        f"FastH benchmark: {args.device}, {args.dtype}, m = {M}, k = d, threads = {args.threads}, "
         f"torch {torch.__version__}, numpy {np.__version__}"
     )
-    results = run_table(dims, args.dtype)
+    results = run_table(dims, args.dtype, args.device)
     print_tables(dims, results)
-    if not args.no_sweep:
+    if not args.no_sweep and args.device == "cpu":
         block_sweep(512 if 512 in dims else dims[-1], args.dtype)
     print(
         f"\n`skip`: not run because one call at the previous d took over {SLOW_LIMIT_S:.0f} s "

@@ -450,11 +450,13 @@ def householder_sequential(V: Any, X: Any, *, transpose: bool = False) -> Any:
         array([[-1.,  0.],
                [ 0.,  1.]])
     """
-    k, _, _ = _check_inputs(V, X, 1)
-    order = range(k) if transpose else reversed(range(k))
+    _check_inputs(V, X, 1)
+    xp = namespace(V, X)
+    # unbind (one node) rather than V[i] per step: under autograd each V[i] would scatter its
+    # gradient into a fresh k × d zero tensor, an O(k²d) backward that is not the method's cost.
+    rows = list(xp.unbind(V, 0)) if hasattr(xp, "unbind") else list(V)
     Y = X
-    for i in order:
-        v = V[i]
+    for v in rows if transpose else reversed(rows):
         Y = Y - (2.0 / (v @ v)) * v[:, None] * (v @ Y)[..., None, :]
     return Y
 
