@@ -63,8 +63,41 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"expected input shape (..., {weight.shape[-1] if weight.ndim else '?'}) and a 2-d "
             "weight (out_features, in_features)"
         )
-    out = x @ weight.T
-    return out if bias is None else out + bias
+    return _addmm().apply(x, weight, bias)
+
+
+@functools.cache
+def _addmm() -> Any:
+    """``x @ weight.T + bias`` as one Function, built on first use (see ``_gelu_erf``).
+
+    One node instead of transpose, matmul and add: the bias is added in place and the weight
+    gradient comes out in the weight's own layout. The backward uses tadiff ops, so it can be
+    differentiated again.
+    """
+
+    class Addmm(td.autograd.Function):
+        """The backward node is named ``AddmmBackward``, after torch's ``AddmmBackward0``."""
+
+        @staticmethod
+        def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> np.ndarray:
+            ctx.save_for_backward(x, weight)
+            ctx.has_bias = bias is not None
+            out = x.data @ weight.data.T
+            if bias is not None:
+                out += bias.data
+            return out
+
+        @staticmethod
+        def backward(ctx: Any, grad: Tensor) -> tuple[Any, Any, Any]:
+            x, weight = ctx.saved_tensors
+            needs_x, needs_weight, needs_bias = ctx.needs_input_grad
+            grad_x = grad @ weight if needs_x else None
+            rows = grad.reshape(-1, weight.shape[0])
+            grad_weight = rows.T @ x.reshape(-1, weight.shape[1]) if needs_weight else None
+            grad_bias = rows.sum(dim=0) if ctx.has_bias and needs_bias else None
+            return grad_x, grad_weight, grad_bias
+
+    return Addmm
 
 
 def relu(x: Tensor) -> Tensor:

@@ -88,16 +88,23 @@ class Adam(Optimizer):
                 else:
                     g = g + decay * p.data
             m, v = state["exp_avg"], state["exp_avg_sq"]
-            m += (1 - beta1) * (g - m)
+            scratch = self._scratch(p)
+            # In place through one scratch array: no temporaries the size of the parameter.
+            m += np.multiply(np.subtract(g, m, out=scratch), 1 - beta1, out=scratch)
             v *= beta2
-            v += (1 - beta2) * (g * g)
+            v += np.multiply(np.multiply(g, g, out=scratch), 1 - beta2, out=scratch)
             if group["amsgrad"]:
                 np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
                 v = state["max_exp_avg_sq"]
             # Python floats, not NumPy scalars: a float64 scalar would promote float32 parameters.
             step_size = lr / (1 - beta1**t)
             root_correction = math.sqrt(1 - beta2**t)
-            p.data -= step_size * (m / (np.sqrt(v) / root_correction + eps))
+            denom = np.sqrt(v, out=scratch)
+            denom /= root_correction
+            denom += eps
+            update = np.divide(m, denom, out=scratch)
+            update *= step_size
+            p.data -= update
 
 
 class AdamW(Adam):

@@ -63,6 +63,8 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[int, dict[str, Any]] = {}
+        # Per-parameter work arrays so that updates allocate nothing (not part of the state).
+        self._scratch_arrays: dict[int, np.ndarray] = {}
         params = list(params)
         if not params:
             raise InputError(f"{type(self).__name__} got an empty parameter list")
@@ -122,6 +124,13 @@ class Optimizer:
                         f"of shape {p.data.shape}"
                     )
                 yield group, p, grad
+
+    def _scratch(self, param: Any) -> np.ndarray:
+        """A reusable array shaped and typed like ``param`` (contents undefined)."""
+        scratch = self._scratch_arrays.get(id(param))
+        if scratch is None or scratch.shape != param.data.shape or scratch.dtype != param.dtype:
+            scratch = self._scratch_arrays[id(param)] = np.empty_like(param.data)
+        return scratch
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of every parameter (to None, or to zeros in place)."""

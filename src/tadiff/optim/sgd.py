@@ -74,6 +74,7 @@ class SGD(Optimizer):
             g = -grad if group["maximize"] else grad
             if decay != 0:
                 g = g + decay * p.data
+            scratch = self._scratch(p)
             if momentum != 0:
                 state = self.state.setdefault(id(p), {})
                 buf = state.get("momentum_buffer")
@@ -82,6 +83,12 @@ class SGD(Optimizer):
                     buf = state["momentum_buffer"] = np.array(g, copy=True)
                 else:
                     buf *= momentum
-                    buf += (1 - group["dampening"]) * g
-                g = g + momentum * buf if group["nesterov"] else buf
-            p.data -= lr * g
+                    if group["dampening"] == 0:
+                        buf += g
+                    else:
+                        buf += np.multiply(g, 1 - group["dampening"], out=scratch)
+                if group["nesterov"]:
+                    g = np.add(g, np.multiply(buf, momentum, out=scratch), out=scratch)
+                else:
+                    g = buf
+            p.data -= np.multiply(g, lr, out=scratch)
