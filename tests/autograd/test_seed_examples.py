@@ -62,7 +62,7 @@ def test_implicit_gradient_only_for_scalar_outputs():
 
 def test_unbind_routes_gradients_to_the_right_slots():
     xyz = td.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    x, y, z = xyz.unbind()
+    x, _y, z = xyz.unbind()
     out = x * z
     (n0, i0), (n1, i1) = out.grad_fn.next_functions
     assert n0 is n1 and n0.name() == "UnbindBackward0"

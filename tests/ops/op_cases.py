@@ -60,7 +60,7 @@ CASES: list[Case] = [
     *_cases("pow_scalar_half", lambda m, a: a**0.5, UNARY_SHAPES, "positive"),
     *_cases("pow_scalar_neg", lambda m, a: a**-2, UNARY_SHAPES, "nonzero"),
     *_cases("rpow", lambda m, a: 2.0**a, UNARY_SHAPES),
-    *_cases("scalar_ops", lambda m, a: (3.0 - a) * 2.0 + 1.5 / (a * a + 1.0) - a / 4.0, UNARY_SHAPES),
+    *_cases("scalar_ops", lambda m, a: (3.0 - a) * 2.0 + 1.5 / (a * a + 1.0) - a / 4.0, UNARY_SHAPES),  # noqa: E501
     *_cases("neg", lambda m, a: -a, UNARY_SHAPES),
     *_cases(
         "matmul",
@@ -167,8 +167,8 @@ CASES: list[Case] = [
     *_cases("einsum_trace", lambda m, a: m.einsum("ii", a), [((3, 3),)]),
     *_cases("einsum_sum", lambda m, a: m.einsum("ij->", a), [((2, 3),)]),
     *_cases("einsum_outer_only", lambda m, a, b: m.einsum("ij,k->k", a, b), [((2, 3), (2,))]),
-    *_cases("einsum_batched", lambda m, a, b: m.einsum("bij,bjk->bik", a, b), [((2, 2, 3), (2, 3, 2))]),
-    *_cases("einsum_ellipsis", lambda m, a, b: m.einsum("...ij,jk->...ik", a, b), [((2, 2, 3), (3, 2))]),
+    *_cases("einsum_batched", lambda m, a, b: m.einsum("bij,bjk->bik", a, b), [((2, 2, 3), (2, 3, 2))]),  # noqa: E501
+    *_cases("einsum_ellipsis", lambda m, a, b: m.einsum("...ij,jk->...ik", a, b), [((2, 2, 3), (3, 2))]),  # noqa: E501
     *_cases("einsum_implicit", lambda m, a, b: m.einsum("ij,jk", a, b), [((2, 3), (3, 2))]),
-    *_cases("einsum_three", lambda m, a, b, c: m.einsum("i,ij,j->", a, b, c), [((2,), (2, 3), (3,))]),
+    *_cases("einsum_three", lambda m, a, b, c: m.einsum("i,ij,j->", a, b, c), [((2,), (2, 3), (3,))]),  # noqa: E501
 ]  # fmt: skip

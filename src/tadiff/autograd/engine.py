@@ -49,7 +49,7 @@ _state = grad_mode._state
 def _as_tuple(values: Any) -> tuple[Any, ...]:
     if values is None:
         return ()
-    if isinstance(values, Tensor):
+    if isinstance(values, (Tensor, np.ndarray)):
         return (values,)
     return tuple(values)
 

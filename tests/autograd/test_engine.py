@@ -1,0 +1,192 @@
+"""The reverse pass: order, accumulation, retain_graph, create_graph, grad(), inputs=, modes."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import tadiff as td
+from tadiff.errors import AutogradError, ShapeError
+
+
+def test_gradients_summed_over_every_path_before_a_node_runs():
+    # y is used by three consumers; its node must run once with the summed gradient
+    x = td.tensor([0.5, -1.0], dtype="float64", requires_grad=True)
+    y = x.sin()
+    calls = []
+    y.grad_fn.register_prehook(lambda grads: calls.append(grads[0].data.copy()))
+    z = (y * y + y.exp() + 3 * y).sum()
+    z.backward()
+    xd = x.data
+    s = np.sin(xd)
+    assert len(calls) == 1
+    np.testing.assert_allclose(calls[0], 2 * s + np.exp(s) + 3)
+    np.testing.assert_allclose(x.grad.data, (2 * s + np.exp(s) + 3) * np.cos(xd))
+
+
+def test_second_and_third_derivatives_against_closed_forms():
+    x = td.tensor([0.3, 1.7], dtype="float64", requires_grad=True)
+    y = (x.sin() * x**3).sum()
+    (g1,) = td.autograd.grad(y, x, create_graph=True)
+    (g2,) = td.autograd.grad(g1.sum(), x, create_graph=True)
+    (g3,) = td.autograd.grad(g2.sum(), x)
+    a = x.data
+    s, c = np.sin(a), np.cos(a)
+    np.testing.assert_allclose(g1.data, c * a**3 + 3 * a**2 * s)
+    np.testing.assert_allclose(g2.data, -s * a**3 + 6 * a**2 * c + 6 * a * s)
+    np.testing.assert_allclose(g3.data, -c * a**3 - 9 * a**2 * s + 18 * a * c + 6 * s)
+
+
+def test_backward_create_graph_makes_grad_differentiable():
+    x = td.tensor(2.0, dtype="float64", requires_grad=True)
+    (x**4).backward(create_graph=True)
+    g = x.grad
+    assert g.requires_grad and g.item() == 32.0  # 4x^3
+    (h,) = td.autograd.grad(g, x)
+    assert h.item() == 48.0  # 12x^2
+
+
+def test_freed_buffers_error_only_when_needed():
+    a = td.tensor([1.0, 2.0], requires_grad=True)
+    s = (a + 1).sum()  # AddBackward0 and SumBackward1 save no tensors
+    s.backward()
+    s.backward()  # fine: nothing freed was needed
+    np.testing.assert_array_equal(a.grad.data, [2.0, 2.0])
+    m = (a * a).sum()  # MulBackward0 saves its inputs
+    m.backward()
+    with pytest.raises(AutogradError, match="retain_graph=True"):
+        m.backward()
+
+
+def test_retain_graph_keeps_buffers():
+    a = td.tensor([1.0, 2.0], requires_grad=True)
+    m = (a * a).sum()
+    m.backward(retain_graph=True)
+    m.backward()
+    np.testing.assert_array_equal(a.grad.data, [4.0, 8.0])
+
+
+def test_grad_does_not_touch_dot_grad_and_handles_unused():
+    x = td.tensor([1.0, 2.0], requires_grad=True)
+    w = td.tensor([3.0, 4.0], requires_grad=True)
+    unused = td.tensor(1.0, requires_grad=True)
+    out = (x * w).sum()
+    (gx,) = td.autograd.grad(out, x, retain_graph=True)
+    assert x.grad is None and w.grad is None
+    np.testing.assert_array_equal(gx.data, w.data)
+    with pytest.raises(AutogradError, match="appears to not have been used in the graph"):
+        td.autograd.grad(out, [x, unused], retain_graph=True)
+    gx, gu = td.autograd.grad(out, [x, unused], allow_unused=True, retain_graph=True)
+    assert gu is None
+    _, gz = td.autograd.grad(out, [x, unused], materialize_grads=True)
+    assert gz.item() == 0.0
+
+
+def test_grad_with_respect_to_intermediate_tensor():
+    x = td.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3
+    out = (h * h).sum()
+    (gh,) = td.autograd.grad(out, h)
+    np.testing.assert_array_equal(gh.data, 2 * h.data)
+    assert x.grad is None
+
+
+def test_backward_inputs_accumulates_only_there():
+    x = td.tensor([1.0, 2.0], requires_grad=True)
+    w = td.tensor([3.0, 4.0], requires_grad=True)
+    (x * w).sum().backward(inputs=[w])
+    assert x.grad is None
+    np.testing.assert_array_equal(w.grad.data, x.data)
+
+
+def test_non_scalar_gradient_argument_and_shape_check():
+    x = td.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 2
+    with pytest.raises(ShapeError, match="Mismatch in shape"):
+        y.backward(td.ones(2))
+    y.backward(td.tensor([1.0, 0.0, -1.0]))
+    np.testing.assert_array_equal(x.grad.data, [2.0, 0.0, -2.0])
+
+
+def test_backward_on_tensor_without_grad_raises():
+    with pytest.raises(AutogradError, match="does not require grad and does not have a grad_fn"):
+        td.ones(2).sum().backward()
+
+
+def test_leaf_backward_and_dtype_cast_of_gradient_argument():
+    x = td.tensor([1.0, 2.0], requires_grad=True)
+    x.backward(np.array([3.0, 4.0]))  # float64 gradient for a float32 leaf is cast
+    assert x.grad.dtype == np.float32
+    np.testing.assert_array_equal(x.grad.data, [3.0, 4.0])
+
+
+def test_long_chain_is_iterative():
+    x = td.tensor(1.0, dtype="float64", requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = y * 1.0
+    y.backward()
+    assert x.grad.item() == 1.0
+
+
+def test_no_grad_enable_grad_and_set_grad_enabled():
+    x = td.tensor([1.0], requires_grad=True)
+    with td.no_grad():
+        assert not (x * 2).requires_grad
+        with td.enable_grad():
+            assert (x * 2).requires_grad
+    td.set_grad_enabled(False)
+    try:
+        assert not td.is_grad_enabled()
+    finally:
+        td.set_grad_enabled(True)
+    with td.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert td.is_grad_enabled()
+
+    @td.no_grad()
+    def f(t):
+        return t * 2
+
+    assert not f(x).requires_grad and (x * 2).requires_grad
+
+
+def test_grad_mode_is_thread_local():
+    seen = []
+
+    def worker():
+        seen.append(td.is_grad_enabled())
+
+    with td.no_grad():
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        assert not td.is_grad_enabled()
+    assert seen == [True]
+
+
+def test_gradient_of_multiple_outputs_and_grad_outputs():
+    x = td.tensor([1.0, 2.0], dtype="float64", requires_grad=True)
+    a, b = x * 2, x * x
+    gx = td.autograd.grad(
+        [a, b], x, [td.ones(2, dtype="float64"), td.tensor([1.0, 10.0], dtype="float64")]
+    )
+    np.testing.assert_array_equal(gx[0].data, [2 + 2, 2 + 40])
+
+
+def test_anomaly_mode_names_op_and_forward_location():
+    x = td.tensor([0.0, 1.0], requires_grad=True)
+    with td.autograd.detect_anomaly():
+        y = td.sqrt(x) * 0  # 0 * inf = nan in the backward of sqrt at 0
+        with pytest.raises(AutogradError, match="'SqrtBackward0' returned nan") as info:
+            y.sum().backward()
+    assert "test_engine.py" in str(info.value)
+    assert not td.autograd.is_anomaly_enabled()
+
+
+def test_dot_grad_accumulates_in_place_like_torch():
+    x = td.tensor([1.0], requires_grad=True)
+    (x * 2).sum().backward()
+    g = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is g and g.item() == 5.0
