@@ -57,8 +57,23 @@ def definitions(draw):
     body = texts[0]
     for t in texts[1:]:
         body = f"{body} {draw(st.sampled_from(['+', '*', '-']))} {t}"
+    if draw(st.booleans()):  # a condition on the indices: deltas, half-spaces, divisibility
+        a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
+        cond = draw(
+            st.sampled_from(
+                [f"{a} == {b}", f"{a} != {b}", f"{a} >= {b}", f"2*{a} < {b} + 1",
+                 f"({a} + {b}) % 2 == 0", f"{a} == 1 and {b} <= 1"]
+            )
+        )  # fmt: skip
+        other = draw(st.sampled_from(["0", texts[-1]]))
+        body = f"where({cond}, {body}, {other})"
     if sum_vars:
-        body = f"sum[{', '.join(f'{v}=0:{size[v]}' for v in sum_vars)}]({body})"
+        # the first sum may be triangular, bounded by the first output index (which stays
+        # inside its own range, so the access offsets above remain valid)
+        upper = {v: str(size[v]) for v in sum_vars}
+        if size[sum_vars[0]] >= size[out_vars[0]] and draw(st.booleans()):
+            upper[sum_vars[0]] = f"{out_vars[0]} + 1"
+        body = f"sum[{', '.join(f'{v}=0:{upper[v]}' for v in sum_vars)}]({body})"
     head = f"y[{', '.join(f'{v}:{size[v]}' for v in out_vars)}]"
     return f"{head} = {body}", {a: tuple(s) for a, s in shape.items()}
 
