@@ -6,12 +6,10 @@ in this file: importing ``tadiff.torch`` binds that name to the subpackage.
 
 import numpy as _np
 
-from tadiff import errors
-
 # The autograd engine (tadiff.autograd) and its primitive ops (tadiff.ops). Importing ops binds
 # the operators and methods onto Tensor. The NumPy-like functions below make ``tadiff`` the array
 # namespace of its Tensors (tadiff._array.namespace), so xp-generic kernels accept Tensors.
-from tadiff import autograd, ops
+from tadiff import autograd, errors, ops
 from tadiff.autograd.factories import (
     arange,
     empty,

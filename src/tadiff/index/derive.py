@@ -392,16 +392,15 @@ def derive(fn, wrt: str):
         beta.append(name)
     beta_t = tuple(beta)
 
-    params = set()
-    for r in out_ranges:
-        for side in r:
-            for a in side:
-                params |= {v for v in a.variables if is_param(v)}
+    # what holds wherever dx is evaluated: its own index range, and sizes of at least 1
     facts: list[Affine] = []
     for dim, b in enumerate(beta_t):
         facts += [Affine.variable(b), size(dim) - 1 - Affine.variable(b)]
-        params.add(size(dim).variables and next(iter(size(dim).variables)))
-    facts += [Affine.variable(p) - 1 for p in sorted(params) if p]
+    params = {v for f in facts for v in f.variables if is_param(v)}
+    params |= {
+        v for r in out_ranges for side in r for a in side for v in a.variables if is_param(v)
+    }
+    facts += [Affine.variable(p) - 1 for p in sorted(params)]
 
     total: Node = ZERO
     for occ in occurrences:

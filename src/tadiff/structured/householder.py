@@ -23,7 +23,7 @@ gradient wrt ``X``; the gradient wrt every block's vectors then follows from the
 ``A_j``, output gradients ``G_j`` and the small ``K_j = T_j⁻¹ V_j A_j``, ``Q_j = T_j⁻ᵀ V_j G_j``,
 in one batched product for all blocks at once:
 
-    ∂L/∂V_j = (S + Sᵀ − diag S) V_j − K_j G_jᵀ − Q_j A_jᵀ,   S = triu(Q_j K_jᵀ)   (diag halved).
+    ∂L/∂V_j = (triu(E_j, 1) + triu(E_j, 1)ᵀ + diag(E_j)) V_j − K_j G_jᵀ − Q_j A_jᵀ,  E_j = Q_j K_jᵀ.
 
 Every kernel is written against the array namespace of its inputs (``xp``), so the same code runs
 on NumPy arrays (tadiff's engine) and on torch tensors (``tadiff.torch``, CPU or CUDA).
@@ -405,11 +405,14 @@ def _backward(
 
 
 def _sequential_backward(V: Any, Y: Any, G: Any, *, transpose: bool = False) -> tuple[Any, Any]:
-    """Hand-written backward of the sequential method (the paper's baseline, eq. 6).
+    """Hand-written backward of the sequential method (the paper's baseline, its eq. 6).
 
-    Walks the reflectors from first applied... in reverse, recovering each reflector's input from
-    its output (a reflection is its own inverse) instead of storing ``k`` intermediate arrays.
-    ``Y`` is the forward output (d, N), ``G`` its gradient. Returns (∂L/∂V, ∂L/∂X).
+    Visits the reflectors in the reverse of the order the forward applied them, recovering each
+    reflector's input from its output (a reflection is its own inverse) instead of storing ``k``
+    intermediate arrays. ``Y`` is the forward output (d, N), ``G`` its gradient.
+
+    Returns:
+        ``(∂L/∂V, ∂L/∂X)``.
     """
     xp = namespace(V, Y)
     k = int(V.shape[0])

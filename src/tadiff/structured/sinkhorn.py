@@ -154,13 +154,36 @@ def _check_matrix(X: Any) -> tuple[int, int]:
     return n, m
 
 
+def _constant_like(X: Any, values: Any) -> Any:
+    """``values`` as a constant of X's kind (ndarray or torch tensor), dtype and device."""
+    raw = _raw(X)
+    values = np.asarray(values, dtype=float)
+    return raw.new_tensor(values) if _is_torch(raw) else values.astype(raw.dtype)
+
+
+def _complete_marginals(X: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """Fill in a missing marginal when the other is given: spread the given mass evenly.
+
+    Written with ordinary operations on the given marginal, so that gradients flow through the
+    filled-in one too (the autograd Functions receive both).
+    """
+    if (a is None) == (b is None):
+        return a, b
+    n, m = int(X.shape[-2]), int(X.shape[-1])
+    given, size = (a, m) if b is None else (b, n)
+    if not hasattr(given, "shape") or (isinstance(given, np.ndarray) and _is_torch(X)):
+        given = _constant_like(X, given)
+    # Check the given marginal first, so that errors name it rather than the derived one.
+    _marginal(given, X, n, "a", -1) if b is None else _marginal(given, X, m, "b", -2)
+    other = given.sum(axis=-1, keepdims=True) * _constant_like(given, np.full(size, 1.0 / size))
+    return (given, other) if b is None else (other, given)
+
+
 def _marginal(v: Any, X: Any, size: int, name: str, axis: int) -> Any:
     """Validate a marginal of shape (..., size) and return it shaped to broadcast against X."""
-    if v is None or not hasattr(v, "shape"):
-        # Defaults and Python lists become constants of X's kind, dtype and device.
-        values = np.ones(size) if v is None else np.asarray(v, dtype=float)
-        raw = _raw(X)
-        v = raw.new_tensor(values) if _is_torch(raw) else values.astype(raw.dtype)
+    if v is None or not hasattr(v, "shape") or (isinstance(v, np.ndarray) and _is_torch(X)):
+        # Defaults, lists and arrays become constants of X's kind, dtype and device.
+        v = _constant_like(X, np.ones(size) if v is None else v)
     if len(v.shape) == 0 or int(v.shape[-1]) != size:
         raise ShapeError(
             f"sinkhorn: {name} must have shape (..., {size}) to match X of shape "
@@ -239,9 +262,10 @@ def sinkhorn_forward(
 
     Args:
         X: logits, shape ``(..., n, m)``, finite, floating.
-        a: row marginals, shape ``(..., n)``, positive; default all ones.
-        b: column marginals, shape ``(..., m)``, positive, ``sum(b) == sum(a)``; default
-            ``n / m`` everywhere (all ones when square).
+        a: row marginals, shape ``(..., n)``, positive. Default: all ones, or ``b``'s mass
+            spread evenly when only ``b`` is given.
+        b: column marginals, shape ``(..., m)``, positive, ``sum(b) == sum(a)``. Default:
+            ``a``'s mass spread evenly (``n / m`` each without ``a``: all ones when square).
         iters: maximum number of iterations (one = scale columns, then rows).
         tol: stop once ``max |Rᵀ1 − b| <= tol`` over the whole batch (checked every iteration);
             None runs exactly ``iters`` iterations and checks nothing.
@@ -260,8 +284,11 @@ def sinkhorn_forward(
     """
     n, m = _check_matrix(X)
     _check_options(iters, tol, log_domain)
+    if a is None and b is None:
+        b = _constant_like(X, np.full(m, n / m))
+    a, b = _complete_marginals(X, a, b)
     a = _marginal(a, X, n, "a", -1)
-    b = _marginal(b, X, m, "b", -2) if b is not None else _marginal(None, X, m, "b", -2) * (n / m)
+    b = _marginal(b, X, m, "b", -2)
     _check_mass(a, b)
     use_log = _needs_log_domain(X) if log_domain == "auto" else bool(log_domain)
     xp = namespace(X)
@@ -550,19 +577,19 @@ def _engine_function() -> Any:
 
         @staticmethod
         def forward(ctx, X, a, b, options):
-            raw_a = None if a is None else _raw(a)
-            raw_b = None if b is None else _raw(b)
+            raw_a, raw_b = (v if v is None or not hasattr(v, "shape") else _raw(v) for v in (a, b))
             R, _ = sinkhorn_forward(_raw(X), raw_a, raw_b, **options["forward"])
             ctx.options = options["backward"]
-            ctx.batch_a = None if a is None else tuple(a.shape)
-            ctx.batch_b = None if b is None else tuple(b.shape)
-            ctx.save_for_backward(R)
+            ctx.batch_a, ctx.batch_b = (tuple(getattr(v, "shape", ())) for v in (a, b))
+            # The raw output array, not the output Tensor: saving an output on its own ctx
+            # would make a reference cycle.
+            ctx.R = R
             return R
 
         @staticmethod
         @once_differentiable
         def backward(ctx, G):
-            (R,) = ctx.saved_tensors
+            R = ctx.R
             want_a, want_b = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
             out = sinkhorn_vjp(_raw(R), _raw(G), marginal_grads=want_a or want_b, **ctx.options)
             if not (want_a or want_b):
@@ -608,7 +635,7 @@ def sinkhorn(
     Args:
         X: logits, shape ``(..., n, m)``.
         a, b: row / column marginals, shapes ``(..., n)`` / ``(..., m)`` (positive, equal mass);
-            default all ones (rows) and ``n / m`` (columns). Gradients flow to them too.
+            see :func:`sinkhorn_forward` for the defaults. Gradients flow to them too.
         iters, tol, log_domain, strict: see :func:`sinkhorn_forward`.
         backward: "implicit", "implicit-2n", "direct", "unrolled" (autograd through the iterations,
             the reference) or "auto" (chosen from the size; see docs/sinkhorn.md).
@@ -637,6 +664,7 @@ def sinkhorn(
         return sinkhorn_forward(X, a, b, **forward)[0]
     _check_matrix(X)
     method = choose_backward(backward, X.shape[-2], X.shape[-1])
+    a, b = _complete_marginals(X, a, b)
     options = {
         "forward": forward,
         "backward": {"method": method, "cg_maxiter": cg_maxiter, "cg_tol": cg_tol},

@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 
 from tadiff.structured.sinkhorn import (
     _check_matrix,
+    _complete_marginals,
     choose_backward,
     sinkhorn_forward,
     sinkhorn_vjp,
@@ -89,8 +90,8 @@ def sinkhorn(
 
     Args:
         X: logits, shape ``(..., n, m)``, floating, any device.
-        a, b: row / column marginals, ``(..., n)`` / ``(..., m)``, positive, equal mass; default
-            all ones (rows) and ``n / m`` (columns). Gradients flow to them when they require it.
+        a, b: row / column marginals, ``(..., n)`` / ``(..., m)``, positive, equal mass; defaults
+            as in :func:`tadiff.structured.sinkhorn.sinkhorn_forward`. Gradients flow to them.
         iters, tol, log_domain, strict: see :func:`tadiff.structured.sinkhorn.sinkhorn_forward`.
         backward: "implicit", "implicit-2n", "direct", "unrolled" (torch autograd through the
             iterations) or "auto" (see :func:`tadiff.structured.sinkhorn.choose_backward`).
@@ -113,6 +114,7 @@ def sinkhorn(
         return sinkhorn_forward(X, a, b, **forward)[0]
     a = a if a is None or isinstance(a, torch.Tensor) else X.detach().new_tensor(a)
     b = b if b is None or isinstance(b, torch.Tensor) else X.detach().new_tensor(b)
+    a, b = _complete_marginals(X, a, b)
     options = {
         "forward": forward,
         "backward": {"method": method, "cg_maxiter": cg_maxiter, "cg_tol": cg_tol},
