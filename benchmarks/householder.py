@@ -55,20 +55,33 @@ SLOW_LIMIT_S = 2.0  # a method whose single call took longer at d/2 is skipped a
 _SYNC = [lambda: None]  # torch.cuda.synchronize when timing on a GPU
 
 
-def _median_ms(fn, budget_s=0.3, min_reps=3, max_reps=40):
+def _interleaved_medians_ms(fns, budget_s=0.25, min_reps=3, max_reps=15, burst_s=0.02):
+    """Median time per call of each function, measured in interleaved rounds.
+
+    Each round runs every function for a short burst of back-to-back calls (warm caches, like a
+    training loop), so a spell of load from other processes on the shared CPU inflates all
+    methods alike instead of one column; slow methods get fewer rounds.
+    """
     sync = _SYNC[0]
-    t0 = time.perf_counter()
-    fn()  # warm-up (allocator, BLAS buffers)
-    sync()
-    first = time.perf_counter() - t0
-    reps = int(min(max_reps, max(min_reps, budget_s / max(first, 1e-6))))
-    times = []
-    for _ in range(reps):
+    plan, times = {}, {key: [] for key in fns}
+    for key, fn in fns.items():
         t0 = time.perf_counter()
-        fn()
+        fn()  # warm-up (allocator, BLAS buffers); also sizes the bursts and rounds
         sync()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
+        first = max(time.perf_counter() - t0, 1e-6)
+        calls = max(1, int(burst_s / first))
+        rounds = int(min(max_reps, max(min_reps, budget_s / (first * calls))))
+        plan[key] = (calls, rounds)
+    for r in range(max((rounds for _, rounds in plan.values()), default=0)):
+        for key, fn in fns.items():
+            calls, rounds = plan[key]
+            if r < rounds:
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                sync()
+                times[key].append((time.perf_counter() - t0) / calls)
+    return {key: 1e3 * float(np.median(ts)) for key, ts in times.items()}
 
 
 def _numpy_cases(V, X, G, U):
@@ -159,16 +172,18 @@ def run_table(dims, dtype, device="cpu"):
         cases = {"torch": _torch_cases(T["V"], T["X"], T["G"], T["U"], T["A"], T["tau"])}
         if device == "cpu":
             cases["np"] = _numpy_cases(V, X, G, U)
+        todo = {}
         for backend, methods in cases.items():
             for method, fns in methods.items():
                 for mode, fn in zip(("fwd", "fwdbwd"), fns, strict=True):
                     key = (backend, method, mode)
                     if fn is None or last_single.get(key, 0.0) > SLOW_LIMIT_S:
                         results[(d, *key)] = None
-                        continue
-                    t = _median_ms(fn)
-                    results[(d, *key)] = t
-                    last_single[key] = t / 1e3
+                    else:
+                        todo[key] = fn
+        for key, t in _interleaved_medians_ms(todo).items():
+            results[(d, *key)] = t
+            last_single[key] = t / 1e3
         print(f"  d={d} done", file=sys.stderr, flush=True)
     return results
 
@@ -216,21 +231,20 @@ def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
     V = rng.standard_normal((d, d)).astype(dtype)
     X = rng.standard_normal((d, M)).astype(dtype)
     G = rng.standard_normal((d, M)).astype(dtype)
-    rows = []
+    candidates = [b for b in candidates if b <= d]
+    arrays = {"NumPy": (np, (V, X, G)), "torch": (torch, [torch.from_numpy(a) for a in (V, X, G)])}
+    fns = {}
     for b in candidates:
-        cells = []
-        for xp, (Vx, Xx, Gx) in (
-            (np, (V, X, G)),
-            (torch, [torch.from_numpy(a) for a in (V, X, G)]),
-        ):
+        for name, (xp, (Vx, Xx, Gx)) in arrays.items():
 
             def run(xp=xp, Vx=Vx, Xx=Xx, Gx=Gx, b=b):
                 blocks = hh._build_blocks(xp, Vx, b)
                 _, saved = hh._forward(xp, blocks, Xx, save=True)
                 hh._backward(xp, blocks, saved, Gx, need_v=True)
 
-            cells.append(_median_ms(run, budget_s=0.2))
-        rows.append((b, *cells))
+            fns[(b, name)] = run
+    t = _interleaved_medians_ms(fns, budget_s=0.1)
+    rows = [(b, t[(b, "NumPy")], t[(b, "torch")]) for b in candidates]
     print(f"\n**Block size trade-off** (FastH forward+backward, d = {d}, m = {M}; ms)\n")
     print(f"| block b | NumPy | torch |  (default rule picks b = {hh.default_block(d)})")
     print("|---:|---:|---:|")
@@ -255,13 +269,16 @@ def main():
         f"FastH benchmark: {args.device}, {args.dtype}, m = {M}, k = d, threads = {args.threads}, "
         f"torch {torch.__version__}, numpy {np.__version__}"
     )
+    load = os.getloadavg()[0]
     results = run_table(dims, args.dtype, args.device)
     print_tables(dims, results)
     if not args.no_sweep and args.device == "cpu":
         block_sweep(512 if 512 in dims else dims[-1], args.dtype)
     print(
         f"\n`skip`: not run because one call at the previous d took over {SLOW_LIMIT_S:.0f} s "
-        f"(its cost grows ~d³). Total benchmark time {time.perf_counter() - t0:.0f} s."
+        f"(its cost grows ~d³). Total benchmark time {time.perf_counter() - t0:.0f} s; "
+        f"1-min load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end "
+        f"({os.cpu_count()} CPUs)."
     )
 
 
