@@ -197,3 +197,12 @@ def test_bad_inputs_raise_named_errors():
         orthogonal_forward(V, np.ones((2, 3)))
     with pytest.raises(DTypeError, match="must be an array"):
         householder_apply([[1.0]], X)
+
+
+def test_demo_self_checks_pass():
+    from tadiff.structured import householder_demo
+
+    lines = []
+    assert householder_demo.run(lines.append)
+    assert any("dense product of the reflectors" in line and "ok" in line for line in lines)
+    assert not any("FAILED" in line for line in lines)

@@ -31,6 +31,24 @@ def _best_ms(fn: Callable[[], object], repeats: int = 5) -> float:
     return 1e3 * float(np.median(times))
 
 
+def _engine_gradient_error(V: np.ndarray, X: np.ndarray, G: np.ndarray, block: int) -> float | None:
+    """Max |FastH − sequential| of dL/dV through tadiff's engine, or None without the engine."""
+    try:
+        import tadiff as td
+        from tadiff.autograd.tensor import Tensor
+    except ImportError:  # pragma: no cover - the engine is part of tadiff once it has landed
+        return None
+    grads = []
+    for fn in (
+        lambda v: hh.householder_apply(v, Tensor(X), block=block),
+        lambda v: hh.householder_sequential(v, Tensor(X)),
+    ):
+        v = td.tensor(V, requires_grad=True)
+        (fn(v) * Tensor(G)).sum().backward()
+        grads.append(v.grad.data)
+    return float(np.abs(grads[0] - grads[1]).max())
+
+
 def run(out: Callable[[str], None]) -> bool:
     """Apply FastH to a small batch, check it, time one size; True if every check passed."""
     rng = np.random.default_rng(0)
@@ -68,6 +86,10 @@ def run(out: Callable[[str], None]) -> bool:
     E[i, j] = eps
     fd = np.sum(G * hh.householder_apply(V + E, X)) - np.sum(G * hh.householder_apply(V - E, X))
     check(f"dL/dV[{i},{j}] vs central difference", abs(fd / (2 * eps) - dV[i, j]), 1e-7)
+
+    engine_err = _engine_gradient_error(V, X, G, block)
+    if engine_err is not None:
+        check("engine Function dL/dV vs engine autograd of the loop", engine_err, 1e-11)
 
     d, m = 256, 32
     V = rng.standard_normal((d, d)).astype(np.float32)
