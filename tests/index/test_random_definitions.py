@@ -10,6 +10,7 @@ derivative of one derivative must equal the scatter oracle applied to that deriv
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_oracles import central_vjp, scatter_vjp
@@ -120,3 +121,12 @@ def test_random_definition_second_order(case, seed, data):
     np.testing.assert_allclose(
         derived, scatter_vjp(g1, args1, second, gg), rtol=1e-10, atol=1e-10, err_msg=str(g1)
     )
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(definitions(), st.integers(0, 2**32 - 1), st.data())
+def test_random_definitions_stress(case, seed, data):
+    """Many more examples of both checks above (run with ``pytest -m slow``)."""
+    test_random_definition_gradients.hypothesis.inner_test(case, seed)
+    test_random_definition_second_order.hypothesis.inner_test(case, seed, data)

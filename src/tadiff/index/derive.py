@@ -131,8 +131,10 @@ def _backprop(
     out: list[_Occurrence],
 ) -> None:
     @cache
-    def depends(node: Node) -> bool:
-        return any(isinstance(n, Access) and n.name == wrt for n in ir.walk(node))
+    def depends(node: Node) -> bool:  # does the subtree read the argument at all?
+        if isinstance(node, Access):
+            return node.name == wrt
+        return any(depends(c) for c in node.children())
 
     adjoints: dict[int, Node] = {id(root): seed}
     for node in reversed(_scope_order(root)):
@@ -155,11 +157,8 @@ def _backprop(
             if var in bound:  # a nested sum reusing a name: keep every liberated index distinct
                 var = fresh_name(node.var, bound | free_indices(body))
                 body = ir.substitute(body, {node.var: Affine.variable(var)})
-                lower = node.lower
-                upper = node.upper
-            else:
-                lower, upper = node.lower, node.upper
-            _backprop(body, adjoint, wrt, (*sums, (var, lower, upper)), conds, bound | {var}, out)
+            liberated = (*sums, (var, node.lower, node.upper))
+            _backprop(body, adjoint, wrt, liberated, conds, bound | {var}, out)
         elif isinstance(node, Where):
             _backprop(node.then, adjoint, wrt, sums, (*conds, *node.conds), bound, out)
             negated = node.conds[0].negated() if len(node.conds) == 1 else None
@@ -274,8 +273,9 @@ def _gather(
     conds += [Cond.ge(c) for c in outer]
     conds = [c for c in dict.fromkeys(conds) if not (c.kind == "ge" and _implied(facts, c.expr))]
 
-    body = ir.mul(occ.adjoint, ONE)
-    body = ir.where([c.substitute(alpha_of) for c in inner_conds], ir.substitute(body, alpha_of))
+    body = ir.where(
+        [c.substitute(alpha_of) for c in inner_conds], ir.substitute(occ.adjoint, alpha_of)
+    )
     if loop_vars:
         nest = fourier_motzkin(inner, loop_vars)
         known = list(facts) + [c.expr for c in conds if c.kind == "ge"]
