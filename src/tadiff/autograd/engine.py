@@ -204,17 +204,18 @@ def _execute(
                         outs = run_post_hooks(node, outs, grads, create_graph)
                     if not keep_graph:
                         node._release()
-            for i, (nxt, nr) in enumerate(node.next_functions):
+            edges = node.next_functions
+            for (nxt, nr), g in zip(
+                edges, outs if outs is not None else _nones(edges), strict=True
+            ):
                 if nxt is None or (needed is not None and nxt not in needed):
                     continue
-                if outs is not None:
-                    g = outs[i]
-                    if g is not None:
-                        if nxt._n_outputs == 1:
-                            old = buffers.get(nxt)
-                            buffers[nxt] = g if old is None else old + g
-                        else:
-                            _add_grad(buffers, nxt, nr, g)
+                if g is not None:
+                    if nxt._n_outputs == 1:
+                        old = buffers.get(nxt)
+                        buffers[nxt] = g if old is None else old + g
+                    else:
+                        _add_grad(buffers, nxt, nr, g)
                 count = deps[nxt] - 1
                 deps[nxt] = count
                 if count == 0:
@@ -222,6 +223,10 @@ def _execute(
     finally:
         _state.enabled = previous_mode
     return captured
+
+
+def _nones(edges: tuple[Any, ...]) -> list[None]:
+    return [None] * len(edges)
 
 
 def _add_grad(buffers: dict[Node, Any], node: Node, nr: int, g: Any) -> None:

@@ -40,6 +40,8 @@ FREED_MESSAGE = (
     "backward."
 )
 
+_new = object.__new__
+
 # Anomaly mode flag, a one-element list so the hot path reads it without a function call.
 ANOMALY = [False]
 
@@ -149,7 +151,7 @@ class Node:
         values = []
         for i, s in enumerate(saved):
             kind = type(s)
-            if kind is Tensor:
+            if kind is Tensor or (kind is not _Result and isinstance(s, Tensor)):
                 vc = s._vc
                 now = vc[0] if vc is not None else 0
                 expected = versions[i] if versions is not None else 0
@@ -291,14 +293,28 @@ def record(
     Returns:
         The output Tensor, whose ``grad_fn`` is the new node.
     """
-    node = node_cls.__new__(node_cls)
-    node.next_functions = tuple([edge(t) for t in inputs])
+    node = _new(node_cls)
+    edges = []
+    for t in inputs:  # edge(t), inlined: this is the hot path of every recorded op
+        if t is None:
+            edges.append(_NO_EDGE)
+        elif t.grad_fn is not None:
+            edges.append((t.grad_fn, t._output_nr))
+        elif t._rg:
+            edges.append((grad_accumulator(t), 0))
+        else:
+            edges.append(_NO_EDGE)
+    node.next_functions = tuple(edges)
     out = _make(data, node, 0)
     if save_result:
         vc = out._vc = [0]
         saved = (*saved, _Result(data, vc, 0))
     node._saved = saved
-    node._versions = _versions_of(saved) if saved else None
+    node._versions = None
+    for s in saved:
+        if type(s) is Tensor and s._vc is not None:
+            node._versions = _versions_of(saved)
+            break
     node._args = args
     node._extra = None
     if ANOMALY[0]:
@@ -403,6 +419,12 @@ def run_post_hooks(node: Node, grads_in: Sequence[Any], grads_out: Any, create_g
             tuple(_as_tensor_or_none(g) for g in outs),
         )
         if result is not None:
+            if len(result) != len(grads_in):
+                raise AutogradError(
+                    f"hook {getattr(hook, '__name__', hook)!r} on {node.name()} returned "
+                    f"{len(result)} gradients; expected {len(grads_in)} (one per next_functions "
+                    "entry, None where no gradient flows)"
+                )
             grads_in = [_unwrap(g, create_graph) for g in result]
     return grads_in
 

@@ -37,11 +37,13 @@ class OpNode(Node):
 
     def _apply(self, g: Any, create_graph: bool) -> list[Any]:
         F = GRAPH if create_graph else ARRAY
-        values = self._unpack(create_graph) if self._saved else ()
-        args = self._args
+        values = (*self._unpack(create_graph), *self._args) if self._saved else self._args
+        edges = self.next_functions
+        if len(edges) == 1:  # the common case, without the loop machinery
+            return [self.vjps[0](F, g, *values)]
         return [
-            None if nxt is None or fn is None else fn(F, g, *values, *args)
-            for fn, (nxt, _) in zip(self.vjps, self.next_functions, strict=False)
+            None if edge[0] is None or fn is None else fn(F, g, *values)
+            for fn, edge in zip(self.vjps, edges, strict=True)
         ]
 
 
