@@ -205,3 +205,18 @@ def test_to_converts_dtype_in_place_and_repr_reads_like_torch():
     )
     with pytest.raises(DTypeError, match="expected a floating dtype"):
         model.to(np.int32)
+
+
+def test_deepcopy_and_pickle_keep_parameters_registered():
+    import copy
+    import pickle
+
+    model = _model()
+    x = td.randn(2, 3)
+    for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        params = list(clone.parameters())
+        assert len(params) == 7 and all(isinstance(p, nn.Parameter) for p in params)
+        assert not any(p is q for p, q in zip(params, model.parameters(), strict=True))
+        np.testing.assert_array_equal(clone(x).data, model(x).data)
+        clone[2].weight = params[-2]  # re-assigning a copied parameter still registers it
+        assert clone[2].weight is params[-2]

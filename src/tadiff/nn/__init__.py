@@ -15,6 +15,7 @@ from tadiff.nn.layers import Dropout, Embedding, LayerNorm
 from tadiff.nn.linear import Identity, Linear
 from tadiff.nn.loss import CrossEntropyLoss, MSELoss, NLLLoss
 from tadiff.nn.module import IncompatibleKeys, Module, Parameter
+from tadiff.nn.orthogonal import LinearSVD, Orthogonal
 from tadiff.nn.serialization import load, save
 
 __all__ = [
@@ -26,11 +27,13 @@ __all__ = [
     "IncompatibleKeys",
     "LayerNorm",
     "Linear",
+    "LinearSVD",
     "LogSoftmax",
     "MSELoss",
     "Module",
     "ModuleList",
     "NLLLoss",
+    "Orthogonal",
     "Parameter",
     "ReLU",
     "Sequential",

@@ -74,10 +74,14 @@ class Parameter(metaclass=_ParameterMeta):
             raise DTypeError(
                 f"Parameter: data must have a floating dtype to be trained, got {array.dtype}"
             )
-        tensor = Tensor(array, requires_grad=requires_grad)
-        key = id(tensor)
-        _PARAMETER_REFS[key] = weakref.ref(tensor, lambda ref, key=key: _forget(key, ref))
-        return tensor
+        return _mark_parameter(Tensor(array, requires_grad=requires_grad))
+
+
+def _mark_parameter(tensor: Tensor) -> Tensor:
+    """Make ``isinstance(tensor, Parameter)`` true for as long as ``tensor`` lives."""
+    key = id(tensor)
+    _PARAMETER_REFS[key] = weakref.ref(tensor, lambda ref, key=key: _forget(key, ref))
+    return tensor
 
 
 class IncompatibleKeys(NamedTuple):
@@ -109,6 +113,13 @@ class Module:
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", {})
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # copy.deepcopy and pickle make new tensors: mark the copies of parameters again.
+        self.__dict__.update(state)
+        for param in state.get("_parameters", {}).values():
+            if param is not None:
+                _mark_parameter(param)
 
     # -- registration --------------------------------------------------------------------------
     def _registry(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
