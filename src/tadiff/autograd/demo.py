@@ -29,7 +29,7 @@ def run(out: Callable[[str], None]) -> bool:
         nonlocal ok
         good = math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12)
         ok &= good
-        out(f"  {label:<34} {got:>10.6g}   expected {want:<10.6g} {'ok' if good else 'FAIL'}")
+        out(f"  {label:<44} {got:>10.6g}   expected {want:<10.6g} {'ok' if good else 'FAIL'}")
 
     a = td.tensor(2.0, requires_grad=True)
     b = td.tensor(3.0)
