@@ -61,6 +61,12 @@ def test_sum_range_from_strided_single_variable_access():
     np.testing.assert_allclose(define("s[] = sum[k](d[2*k+1])")(d=d), d[1] + d[3] + d[5])
 
 
+def test_sibling_sums_with_one_name_get_their_own_ranges():
+    a, b = rng.normal(size=3), rng.normal(size=5)
+    s = define("s[] = sum[k](a[k]) + sum[k](b[k])")(a=a, b=b)
+    np.testing.assert_allclose(s, a.sum() + b.sum())
+
+
 def test_index_values_in_the_body():
     np.testing.assert_array_equal(define("y[i] = x[i] * (2*i + 1)")(x=np.ones(3)), [1, 3, 5])
 

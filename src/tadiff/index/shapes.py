@@ -131,8 +131,8 @@ def infer_ranges(
     equal: list[tuple[str, str, str]] = []
     alias: dict[str, str] = {}
 
-    def plain_range(var: str) -> Range | None:
-        uses = _plain_uses(body, var)
+    def plain_range(var: str, scope: Node) -> Range | None:
+        uses = _plain_uses(scope, var)
         if not uses:
             return None
         canonical = size_param(*uses[0])
@@ -147,14 +147,14 @@ def infer_ranges(
         if size is not None:
             out_ranges.append(((Affine.constant(0),), (Affine.constant(size - 1),)))
         else:
-            out_ranges.append(plain_range(var))
+            out_ranges.append(plain_range(var, body))
 
     def close(node: Node) -> Node:
         if isinstance(node, Sum):
             inner = close(node.body)
             if node.lower:
                 return ir.sum_over(node.var, node.lower, node.upper, inner)
-            bounds = plain_range(node.var)
+            bounds = plain_range(node.var, node.body)  # two sums may both be called k
             if bounds is None:
                 bounds = _single_var_bounds(node.body, node.var)
                 if not bounds[0]:
