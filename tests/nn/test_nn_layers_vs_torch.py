@@ -152,3 +152,36 @@ def test_default_init_ranges_match_torch():
     assert np.abs(layer.weight.data).max() <= bound
     assert np.abs(layer.weight.data).max() > 0.95 * bound  # 2000 draws fill the range
     assert np.abs(layer.bias.data).max() <= bound
+
+
+def test_linear_is_twice_differentiable():
+    x = td.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+    w = td.tensor(RNG.standard_normal((2, 4)), requires_grad=True)
+    b = td.tensor(RNG.standard_normal(2), requires_grad=True)
+    assert td.autograd.gradcheck(F.linear, (x, w, b))
+    assert td.autograd.gradgradcheck(F.linear, (x, w, b))
+    assert td.autograd.gradgradcheck(lambda x, w: F.linear(x, w), (x, w))
+
+
+def test_gradient_penalty_through_an_mlp_matches_torch():
+    """d/dθ of ||d loss / d x||^2 (create_graph through Linear, Tanh and cross entropy)."""
+    ours = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 4)).double()
+    t = torch.nn
+    theirs = _copy_to_torch(ours, t.Sequential(t.Linear(3, 5), t.Tanh(), t.Linear(5, 4)))
+    x = RNG.standard_normal((6, 3))
+    y = RNG.integers(0, 4, 6)
+
+    ox = td.tensor(x.copy(), requires_grad=True)
+    (gx,) = td.autograd.grad(F.cross_entropy(ours(ox), td.tensor(y)), (ox,), create_graph=True)
+    (gx * gx).sum().backward()
+    tx = torch.from_numpy(x.copy()).requires_grad_(True)
+    (tgx,) = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(theirs(tx), torch.from_numpy(y)), (tx,), create_graph=True
+    )
+    (tgx * tgx).sum().backward()
+    np.testing.assert_allclose(gx.data, tgx.detach().numpy(), rtol=1e-10, atol=1e-14)
+    theirs_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(
+            p.grad.data, theirs_params[name].grad.numpy(), rtol=1e-9, atol=1e-14, err_msg=name
+        )

@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
@@ -247,3 +249,53 @@ def test_gradient_of_wrong_shape_is_named():
     p.grad = Tensor(np.ones(3))
     with pytest.raises(ShapeError, match=r"gradient of shape \(3,\) for a parameter of shape"):
         opt.step()
+
+
+_RATES = st.floats(1e-4, 0.5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lr=_RATES,
+    momentum=st.floats(0.0, 0.99),
+    dampening=st.floats(0.0, 0.9),
+    weight_decay=st.floats(0.0, 0.3),
+    nesterov=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_sgd_random_hyperparameters_match_torch(
+    lr, momentum, dampening, weight_decay, nesterov, seed
+):
+    if nesterov:
+        momentum, dampening = max(momentum, 0.1), 0.0
+    options = dict(
+        lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov
+    )
+    ours, theirs, rng = _pair(seed)
+    _run_both(SGD(ours, **options), torch.optim.SGD(theirs, **options), ours, theirs, rng)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lr=_RATES,
+    beta1=st.floats(0.0, 0.99),
+    beta2=st.floats(0.0, 0.9999),
+    eps=st.floats(1e-10, 1e-2),
+    weight_decay=st.floats(0.0, 0.3),
+    amsgrad=st.booleans(),
+    decoupled=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_adam_random_hyperparameters_match_torch(
+    lr, beta1, beta2, eps, weight_decay, amsgrad, decoupled, seed
+):
+    options = dict(
+        lr=lr,
+        betas=(beta1, beta2),
+        eps=eps,
+        weight_decay=weight_decay,
+        amsgrad=amsgrad,
+        decoupled_weight_decay=decoupled,
+    )
+    ours, theirs, rng = _pair(seed)
+    _run_both(Adam(ours, **options), torch.optim.Adam(theirs, **options), ours, theirs, rng)
