@@ -557,8 +557,8 @@ def _subst(node: Node, mapping: dict[str, Affine], cache: dict) -> Node:
         return node
     key = (id(node), tuple(sorted((k, v) for k, v in relevant.items())))
     hit = cache.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] is node:  # the node is kept in the entry: ids stay unique
+        return hit[1]
     if isinstance(node, Index):
         out = index_value(node.expr.substitute(relevant))
     elif isinstance(node, Access):
@@ -587,5 +587,5 @@ def _subst(node: Node, mapping: dict[str, Affine], cache: dict) -> Node:
         )
     else:  # pragma: no cover - Const has no free indices
         out = node
-    cache[key] = out
+    cache[key] = (node, out)
     return out
