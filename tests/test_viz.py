@@ -172,3 +172,17 @@ def test_render_rejects_unknown_format(tmp_path):
     _, _, _, _, e = _seed_graph()
     with pytest.raises(InputError, match="unknown format 'jpeg'"):
         viz.render(e, tmp_path / "seed.jpeg")
+
+
+def test_an_array_saved_by_several_nodes_is_drawn_once():
+    x = td.tensor(np.full((2, 3), 0.5), requires_grad=True)
+    h = x.tanh()  # TanhBackward0 saves its output; the Mul saves h twice
+    nodes, _, dashed = _parse(viz.to_dot((h * h).sum(), names={"h": h}))
+    saved_boxes = {s for s, _, _ in dashed}
+    assert len(saved_boxes) == 1
+    (box,) = saved_boxes
+    assert nodes[box] == ["h", "saved float64 (2, 3)"]
+    consumers = sorted(nodes[t][0] for _, t, _ in dashed)
+    assert consumers == ["MulBackward0", "MulBackward0", "TanhBackward0"]
+    unnamed, _, _ = _parse(viz.to_dot(x.tanh().sum()))
+    assert ["output of TanhBackward0", "saved float64 (2, 3)"] in unnamed.values()

@@ -59,8 +59,8 @@ def _quote(text: str) -> str:
     return '"' + escaped.replace("\n", "\\n") + '"'
 
 
-def _saved_entries(node: Any) -> list[tuple[int | None, np.ndarray | None, str]]:
-    """(identity of the saved tensor or None, its array, how to call it) per saved value."""
+def _saved_entries(node: Any, name: str) -> list[tuple[int | None, np.ndarray | None, str]]:
+    """(identity of the saved tensor or None, its array, a default label) per saved value."""
     saved = getattr(node, "_saved", ())
     if isinstance(saved, str):  # released after backward without retain_graph
         return [(None, None, "(saved tensors freed by backward)")]
@@ -68,8 +68,8 @@ def _saved_entries(node: Any) -> list[tuple[int | None, np.ndarray | None, str]]
     for value in saved or ():
         if isinstance(value, Tensor):
             entries.append((id(value), value.data, ""))
-        elif isinstance(getattr(value, "data", None), np.ndarray):  # the op's own result
-            entries.append((None, value.data, "result"))
+        elif isinstance(getattr(value, "data", None), np.ndarray):  # the op's own output
+            entries.append((None, value.data, f"output of {name}"))
         elif isinstance(value, np.ndarray):
             entries.append((None, value, ""))
     return entries
@@ -121,6 +121,7 @@ def to_dot(
     """
     roots = _roots(tensors)
     label_of = {id(t): name for name, t in (names or {}).items()}
+    label_of_data = {id(t.data): name for name, t in (names or {}).items()}
 
     def value_lines(array: np.ndarray, name: str | None) -> list[str]:
         lines = [name] if name else []
@@ -172,18 +173,23 @@ def to_dot(
         else:
             lines.append(f"  {nid} [label={_quote(name)}, fillcolor=lightgrey];")
         if show_saved:
-            for position, (key, array, note) in enumerate(_saved_entries(node)):
-                if key is not None and key in saved_ids:
-                    sid = saved_ids[key]
+            for position, (key, array, note) in enumerate(_saved_entries(node, name)):
+                # One box per array: an op's output saved by its own node (``tanh``) and the same
+                # tensor saved as the input of the next op are drawn once.
+                shared = id(array) if array is not None else None
+                if shared is not None and shared in saved_ids:
+                    sid = saved_ids[shared]
                 else:
                     sid = f"s{len(saved_ids)}_{nid}"
-                    if key is not None:
-                        saved_ids[key] = sid
+                    if shared is not None:
+                        saved_ids[shared] = sid
                     if array is None:
                         text = [note]
                     else:
-                        text = value_lines(array, label_of.get(key, note))
-                        text[-2 if show_values else -1] = "saved " + text[-2 if show_values else -1]
+                        label_name = label_of.get(key) or label_of_data.get(id(array)) or note
+                        text = value_lines(array, label_name)
+                        where = -2 if show_values else -1
+                        text[where] = "saved " + text[where]
                     label = "\n".join(text)
                     lines.append(f"  {sid} [label={_quote(label)}, fillcolor=orange, shape=box];")
                 lines.append(
