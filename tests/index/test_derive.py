@@ -248,3 +248,22 @@ def test_jacobian_of_convolution_has_no_leftover_deltas():
     assert str(define("y[t] = sum[k](x[2*t+k] * w[k])").jacobian("w")) == (
         "Jw[t1, k] = x[2*t1 + k]"
     )
+
+
+def test_conditions_in_the_forward_become_deltas_and_half_spaces():
+    f = define("y[i,j] = where(i == j, x[i,j], 0) + where(i > j, 2 * x[i,j], 0)")
+    assert (
+        str(f.grad("x"))
+        == "dx[i, j] = where(i == j, dy[i, j], 0) + where(i >= j + 1, 2 * dy[i, j], 0)"
+    )
+
+
+def test_division_by_a_constant_stays_a_division():
+    # 1/3 is inexact in floating point: keep dy / 3 rather than 0.333... * dy
+    f = define("y[i] = sum[k=0:3](x[3*i+k]) / 3")
+    assert str(f.grad("x")) == (
+        "dx[p] = sum[i=max(0, ceil((p - 2)/3)):min(dy.shape[0], floor(p/3) + 1)](dy[i] / 3)"
+    )
+    assert str(define("y[i] = x[5-i]").grad("x")) == (
+        "dx[p] = where(p <= 5 and p + dy.shape[0] >= 6, dy[5 - p], 0)"
+    )

@@ -145,9 +145,12 @@ def _backprop(
             out.append(_Occurrence(node, adjoint, sums, conds))
         elif isinstance(node, Op):
             partials = _PARTIALS[node.op](node, *node.args)
-            for child, partial in zip(node.args, partials, strict=True):
+            for pos, (child, partial) in enumerate(zip(node.args, partials, strict=True)):
                 if depends(child):
-                    contribution = ir.mul(adjoint, partial)
+                    if node.op == "div" and pos == 0:  # adjoint / b, not adjoint * (1/b)
+                        contribution = ir.div(adjoint, node.args[1])
+                    else:
+                        contribution = ir.mul(adjoint, partial)
                     previous = adjoints.get(id(child))
                     adjoints[id(child)] = (
                         contribution if previous is None else ir.add(previous, contribution)
@@ -259,15 +262,19 @@ def _gather(
     for var, lower, upper in occ.sums:
         domain += _range_constraints(var, lower, upper)
     inner_conds: list[Cond] = []
+    loop_set = set(loop_vars)
     for cond in occ.conds:
         if cond.kind == "ge":
             domain.append(cond.expr)
         elif cond.kind == "eq":
-            domain += [cond.expr, -cond.expr]
+            e = cond.expr.substitute(alpha_of)
+            if e.variables & loop_set:  # pins a loop variable: Fourier–Motzkin gets both sides
+                domain += [cond.expr, -cond.expr]
+            else:  # a delta on dx's indices
+                conds.append(Cond.eq(e))
         else:
             inner_conds.append(cond)
     domain = [c.substitute(alpha_of) for c in domain]
-    loop_set = set(loop_vars)
     outer = [c for c in domain if not (c.variables & loop_set)]
     inner = [c for c in domain if c.variables & loop_set]
     conds += [Cond.ge(c) for c in outer]

@@ -409,12 +409,8 @@ def div(a: Node, b: Node) -> Node:
             return a
         if _is(a, 0.0):
             return ZERO
-        if isinstance(b, Const) and b.value != 0.0:
-            return (
-                mul(const(1.0 / b.value), a)
-                if (1.0 / b.value) * b.value == 1.0
-                else Op("div", (a, b))
-            )
+        if isinstance(b, Const) and not isinstance(a, Const) and abs(math.frexp(b.value)[0]) == 0.5:
+            return mul(const(1.0 / b.value), a)  # x / 4 = 0.25 * x exactly (powers of two only)
     return _fold("div", a, b) or Op("div", (a, b))
 
 

@@ -58,6 +58,9 @@ def _integral_text(expr: Affine, order: Sequence[str]) -> str:
         magnitude = abs(coeff)
         term = name if magnitude == 1 else f"{_number(magnitude)}*{name}"
         parts.append(_signed(term, coeff < 0, not parts))
+    if expr.const > 0 and parts and parts[0].startswith("-"):
+        # 5 - p rather than -p + 5
+        return _number(expr.const) + " - " + parts[0][1:] + "".join(parts[1:])
     if expr.const or not parts:
         parts.append(_signed(_number(abs(expr.const)), expr.const < 0, not parts))
     return "".join(parts)
