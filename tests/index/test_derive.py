@@ -42,6 +42,7 @@ CORPUS = [
     ("y[i] = log(x[i]) / sqrt(x[i]) + tanh(x[i]) - cos(x[i]) * tan(x[i]) ** 2", {"x": (3,)}),
     ("y[i] = sigmoid(x[i]) * abs(x[i] - 1) + minimum(x[i], w[i]) ** w[i]", {"x": (3,), "w": (3,)}),
     ("y[i:4] = sum[k=0:i+1](x[k])", {"x": (4,)}),  # triangular (prefix) sum
+    ("y[i] = a[] * x[i] + a[]**2", {"a": (), "x": (3,)}),  # a scalar argument
 ]
 
 
