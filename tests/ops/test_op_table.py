@@ -29,6 +29,7 @@ def test_matches_torch_forward_and_gradients(case):
     ref = case.fn(torch, *theirs)
     assert out.shape == tuple(ref.shape)
     assert out.dtype == np.float64
+    assert type(out.data) is np.ndarray  # never a NumPy scalar, even for 0-d results
     np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
     v = np.random.default_rng(7).standard_normal(out.shape)
     grads = td.autograd.grad(out, ours, td.tensor(v), allow_unused=True)

@@ -31,6 +31,7 @@ import numpy as np
 
 from tadiff.autograd import grad_mode
 from tadiff.autograd.graph import (
+    _FREED,
     ANOMALY,
     AccumulateGrad,
     Node,
@@ -181,6 +182,9 @@ def _execute(
     _state.enabled = create_graph
     anomaly = ANOMALY[0]
     try:
+        if targets is None:
+            _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly)
+            return captured
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None)
@@ -223,6 +227,50 @@ def _execute(
     finally:
         _state.enabled = previous_mode
     return captured
+
+
+def _run_all(
+    ready: list[Node],
+    buffers: dict[Node, Any],
+    deps: dict[Node, int],
+    keep_graph: bool,
+    create_graph: bool,
+    anomaly: bool,
+) -> None:
+    """The plain pass (every reachable node runs): the engine's hot loop, kept minimal."""
+    pop, push = ready.pop, ready.append
+    take, get = buffers.pop, buffers.get
+    while ready:
+        node = pop()
+        grads = take(node, None)
+        edges = node.next_functions
+        if grads is None:
+            outs = _nones(edges)
+        else:
+            extra = node._extra
+            if extra is not None:
+                grads = run_pre_hooks(node, grads, create_graph)
+            outs = node._apply(grads, create_graph)
+            if anomaly:
+                _check_nan(node, outs)
+            if extra is not None and extra.hooks:
+                outs = run_post_hooks(node, outs, grads, create_graph)
+            if not keep_graph and node._saved:
+                node._saved = _FREED
+        for (nxt, nr), g in zip(edges, outs):  # noqa: B905 - lengths match by construction
+            if nxt is None:
+                continue
+            if g is not None:
+                if nxt._n_outputs == 1:
+                    old = get(nxt)
+                    buffers[nxt] = g if old is None else old + g
+                else:
+                    _add_grad(buffers, nxt, nr, g)
+            count = deps[nxt] - 1
+            if count:
+                deps[nxt] = count
+            else:
+                push(nxt)
 
 
 def _nones(edges: tuple[Any, ...]) -> list[None]:

@@ -301,7 +301,9 @@ def record(
         elif t.grad_fn is not None:
             edges.append((t.grad_fn, t._output_nr))
         elif t._rg:
-            edges.append((grad_accumulator(t), 0))
+            meta = t._meta
+            acc = meta.acc() if meta is not None and meta.acc is not None else None
+            edges.append((acc if acc is not None else grad_accumulator(t), 0))
         else:
             edges.append(_NO_EDGE)
     node.next_functions = tuple(edges)

@@ -297,7 +297,9 @@ class Tensor:
 
 
 def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:
-    """Fast internal constructor: ``data`` must already be an ndarray (ops' hot path)."""
+    """Fast internal constructor (ops' hot path); NumPy scalars become 0-d arrays."""
+    if type(data) is not _ndarray:
+        data = np.asarray(data)
     t = _new(Tensor)
     t.data = data
     t._rg = grad_fn is not None

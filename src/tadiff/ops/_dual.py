@@ -12,6 +12,7 @@ in both modes (first order through ``ARRAY``, higher orders through ``GRAPH``).
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,7 +36,10 @@ def keepdim_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None) -> tuple
 
 def _index_scatter(g: Any, key: Any, shape: tuple[int, ...]) -> np.ndarray:
     out = np.zeros(shape, np.result_type(g))
-    np.add.at(out, key, g)
+    if any(isinstance(k, np.ndarray) for k in key):
+        np.add.at(out, key, g)  # advanced indices may repeat: accumulate
+    else:
+        out[key] = g  # basic indexing addresses each element at most once
     return out
 
 
@@ -76,16 +80,30 @@ def _prod_others(x: np.ndarray, dims: tuple[int, ...] | None) -> np.ndarray:
 
 
 def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
-    gshape = np.shape(g)
+    gshape = g.shape  # ndarray or NumPy scalar: both have .shape and .sum
     if gshape == shape:
         return g
-    return np.sum(g, axis=_reduced_axes(gshape, shape), keepdims=True).reshape(shape)
+    return g.sum(axis=_reduced_axes(gshape, shape), keepdims=True).reshape(shape)
+
+
+# Below this many elements a broadcast copy is cheaper than np.broadcast_to's Python overhead.
+_SMALL = 4096
+
+
+def _broadcast(g: Any, shape: tuple[int, ...]) -> Any:
+    if g.shape == shape:
+        return g
+    if math.prod(shape) <= _SMALL:
+        out = np.empty(shape, np.result_type(g))
+        out[...] = g
+        return out
+    return np.broadcast_to(g, shape)
 
 
 def _unreduce(g: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> Any:
     if not keepdim:
-        g = np.reshape(g, keepdim_shape(shape, dims))
-    return np.broadcast_to(g, shape)
+        g = g.reshape(keepdim_shape(shape, dims))
+    return _broadcast(g, shape)
 
 
 ARRAY = SimpleNamespace(
@@ -93,10 +111,11 @@ ARRAY = SimpleNamespace(
     dtype=np.result_type,
     sum_to=_sum_to,
     unreduce=_unreduce,
-    broadcast_to=np.broadcast_to,
-    reshape=np.reshape,
-    permute=np.transpose,
-    swapaxes=np.swapaxes,
+    broadcast_to=_broadcast,
+    # methods rather than np.reshape & co.: same result, without NumPy's Python-level dispatch
+    reshape=lambda x, shape: x.reshape(shape),
+    permute=lambda x, axes: x.transpose(axes),
+    swapaxes=lambda x, a, b: x.swapaxes(a, b),
     flip=np.flip,
     exp=np.exp,
     log=np.log,
@@ -104,8 +123,8 @@ ARRAY = SimpleNamespace(
     cos=np.cos,
     sign=np.sign,
     where=np.where,
-    sum=lambda x, dims, keepdim: np.sum(x, axis=dims, keepdims=keepdim),
-    mean=lambda x, dims, keepdim: np.mean(x, axis=dims, keepdims=keepdim),
+    sum=lambda x, dims, keepdim: x.sum(axis=dims, keepdims=keepdim),
+    mean=lambda x, dims, keepdim: x.mean(axis=dims, keepdims=keepdim),
     cast=lambda x, dtype: np.asarray(x).astype(dtype, copy=False),
     stack=lambda xs, axis: np.stack(xs, axis),
     cat=lambda xs, axis: np.concatenate(xs, axis),

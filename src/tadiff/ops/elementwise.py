@@ -58,17 +58,18 @@ def add(a: Any, b: Any) -> Tensor:
     Returns:
         Tensor of the broadcast shape.
     """
-    if type(a) is not Tensor and not isinstance(a, Tensor):
+    if not isinstance(a, Tensor):
         return add(b, a) if isinstance(b, Tensor) else add(as_tensor(a), b)
-    b = _operand(b, a)
-    if isinstance(b, Tensor):
-        out = a.data + b.data
-        if (a._rg or b._rg) and _state.enabled:
-            return record(d.AddBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
-        return _make(out)
-    out = a.data + b
-    if a._rg and _state.enabled:
-        return record(d.AddBackward0, out, (a, None), (), (a.data.shape, ()))
+    if type(b) is not Tensor:
+        b = _operand(b, a)
+        if not isinstance(b, Tensor):  # a Python scalar: no edge, no promotion
+            out = a.data + b
+            if a._rg and _state.enabled:
+                return record(d.AddBackward0, out, (a, None), (), (a.data.shape, ()))
+            return _make(out)
+    out = a.data + b.data
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.AddBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
     return _make(out)
 
 
@@ -76,15 +77,16 @@ def sub(a: Any, b: Any) -> Tensor:
     """``a - b`` with broadcasting."""
     if not isinstance(a, Tensor):
         return rsub(b, a) if isinstance(b, Tensor) else sub(as_tensor(a), b)
-    b = _operand(b, a)
-    if isinstance(b, Tensor):
-        out = a.data - b.data
-        if (a._rg or b._rg) and _state.enabled:
-            return record(d.SubBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
-        return _make(out)
-    out = a.data - b
-    if a._rg and _state.enabled:
-        return record(d.SubBackward0, out, (a, None), (), (a.data.shape, ()))
+    if type(b) is not Tensor:
+        b = _operand(b, a)
+        if not isinstance(b, Tensor):
+            out = a.data - b
+            if a._rg and _state.enabled:
+                return record(d.SubBackward0, out, (a, None), (), (a.data.shape, ()))
+            return _make(out)
+    out = a.data - b.data
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.SubBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
     return _make(out)
 
 
@@ -103,15 +105,16 @@ def mul(a: Any, b: Any) -> Tensor:
     """``a * b`` with broadcasting."""
     if not isinstance(a, Tensor):
         return mul(b, a) if isinstance(b, Tensor) else mul(as_tensor(a), b)
-    b = _operand(b, a)
-    if isinstance(b, Tensor):
-        out = a.data * b.data
-        if (a._rg or b._rg) and _state.enabled:
-            return record(d.MulBackward0, out, (a, b), (a, b))
-        return _make(out)
-    out = a.data * b
-    if a._rg and _state.enabled:
-        return record(d.MulScalarBackward0, out, (a, None), (), (b,))
+    if type(b) is not Tensor:
+        b = _operand(b, a)
+        if not isinstance(b, Tensor):
+            out = a.data * b
+            if a._rg and _state.enabled:
+                return record(d.MulScalarBackward0, out, (a, None), (), (b,))
+            return _make(out)
+    out = a.data * b.data
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.MulBackward0, out, (a, b), (a, b))
     return _make(out)
 
 
@@ -119,15 +122,16 @@ def div(a: Any, b: Any) -> Tensor:
     """``a / b`` (true division) with broadcasting."""
     if not isinstance(a, Tensor):
         return rdiv(b, a) if isinstance(b, Tensor) else div(as_tensor(a), b)
-    b = _operand(b, a)
-    if isinstance(b, Tensor):
-        out = _fix_dtype(a.data / b.data, a)
-        if (a._rg or b._rg) and _state.enabled:
-            return record(d.DivBackward0, out, (a, b), (a, b))
-        return _make(out)
-    out = _fix_dtype(a.data / b, a)
-    if a._rg and _state.enabled:
-        return record(d.DivScalarBackward0, out, (a, None), (), (b,))
+    if type(b) is not Tensor:
+        b = _operand(b, a)
+        if not isinstance(b, Tensor):
+            out = _fix_dtype(a.data / b, a)
+            if a._rg and _state.enabled:
+                return record(d.DivScalarBackward0, out, (a, None), (), (b,))
+            return _make(out)
+    out = _fix_dtype(a.data / b.data, a)
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.DivBackward0, out, (a, b), (a, b))
     return _make(out)
 
 

@@ -39,22 +39,22 @@ def matmul(a: Any, b: Any) -> Tensor:
     Returns:
         ``(..., n, m)`` (vector operands drop their dim).
     """
-    a = as_tensor(a, b if isinstance(b, Tensor) else None, "matmul() argument")
-    b = as_tensor(b, a, "matmul() argument")
+    if type(a) is not Tensor or type(b) is not Tensor:
+        a = as_tensor(a, b if isinstance(b, Tensor) else None, "matmul() argument")
+        b = as_tensor(b, a, "matmul() argument")
     if a.data.ndim == 0 or b.data.ndim == 0:
         raise ShapeError(
             "both arguments to matmul need to be at least 1D, but they are "
             f"{a.data.ndim}D and {b.data.ndim}D"
         )
     try:
-        out = np.matmul(a.data, b.data)
+        out = a.data @ b.data
     except ValueError:
         raise ShapeError(
             f"matmul: shapes cannot be multiplied ({a.data.shape} and {b.data.shape}): the last "
             "dim of the first must equal the second-to-last (or only) dim of the second, and "
             "batch dims must broadcast"
         ) from None
-    out = np.asarray(out)
     if (a._rg or b._rg) and _state.enabled:
         return record(_matmul_node(a.data.ndim, b.data.ndim), out, (a, b), (a, b))
     return _make(out)
