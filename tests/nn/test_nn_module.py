@@ -220,3 +220,18 @@ def test_deepcopy_and_pickle_keep_parameters_registered():
         np.testing.assert_array_equal(clone(x).data, model(x).data)
         clone[2].weight = params[-2]  # re-assigning a copied parameter still registers it
         assert clone[2].weight is params[-2]
+
+
+def test_containers_index_slice_and_append():
+    a, b, c = nn.Linear(2, 2), nn.Tanh(), nn.Identity()
+    seq = nn.Sequential(a, b)
+    seq.append(c)
+    assert len(seq) == 3 and seq[-1] is c and list(seq) == [a, b, c]
+    assert list(seq[1:]) == [b, c] and isinstance(seq[1:], nn.Sequential)
+    blocks = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    assert len(blocks) == 3 and blocks[-1] is list(blocks)[2]
+    assert [n for n, _ in blocks.named_parameters()][:2] == ["0.weight", "0.bias"]
+    x = td.randn(4, 2)
+    np.testing.assert_array_equal(c(x).data, x.data)
+    with pytest.raises(DTypeError, match="expected a Module, got int"):
+        blocks.append(3)
