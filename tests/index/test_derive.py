@@ -268,3 +268,10 @@ def test_division_by_a_constant_stays_a_division():
     assert str(define("y[i] = x[5-i]").grad("x")) == (
         "dx[p] = where(p <= 5 and p + dy.shape[0] >= 6, dy[5 - p], 0)"
     )
+
+
+def test_divisibility_tightens_lower_bounds():
+    # an odd p is at least 1: no "p >= 1" next to "(p + 1) % 2 == 0"
+    text = str(define("y[i] = maximum(x[2*i], x[2*i+1])").grad("x"))
+    assert "(p + 1) % 2 == 0 and p + 1 <= 2*dy.shape[0]," in text
+    assert "p >= 1" not in text

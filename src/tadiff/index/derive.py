@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from math import lcm
+from math import gcd, lcm
 
 from tadiff.errors import DerivationError
 from tadiff.index import expr as ir
@@ -278,6 +278,7 @@ def _gather(
     outer = [c for c in domain if not (c.variables & loop_set)]
     inner = [c for c in domain if c.variables & loop_set]
     conds += [Cond.ge(c) for c in outer]
+    facts = (*facts, *_congruence_facts(conds, facts))
     conds = [c for c in dict.fromkeys(conds) if not (c.kind == "ge" and _implied(facts, c.expr))]
 
     body = ir.where(
@@ -300,6 +301,27 @@ def _gather(
         for var, lower, upper in reversed(ranges):
             body = sum_or_point(var, lower, upper, body)
     return ir.where(conds, body)
+
+
+def _congruence_facts(conds: list[Cond], facts: tuple[Affine, ...]) -> list[Affine]:
+    """Lower bounds that divisibility adds to ``v >= 0``: ``v % 2 == 1`` gives ``v >= 1``.
+
+    Fourier–Motzkin reasons over the rationals and cannot see this; without it ``p >= 1`` would
+    be printed next to ``(p + 1) % 2 == 0``.
+    """
+    facts = []
+    for c in conds:
+        names = list(c.expr.variables)
+        if c.kind != "mod" or len(names) != 1 or not c.expr.is_integral:
+            continue
+        if Affine.variable(names[0]) not in facts:  # only for an index known to be >= 0
+            continue
+        a, b = int(c.expr.coeff(names[0])), int(c.expr.const)
+        if gcd(a, c.modulus) != 1:
+            continue
+        smallest = (-b * pow(a, -1, c.modulus)) % c.modulus  # least v >= 0 with a v + b ≡ 0
+        facts.append(Affine.variable(names[0]) - smallest)
+    return facts
 
 
 def _prune_bounds(
