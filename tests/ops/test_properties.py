@@ -1,0 +1,103 @@
+"""Hypothesis property tests where inputs have structure: broadcastable shape pairs, reduction
+dims, permutations, index sets — each checked against PyTorch."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tadiff as td
+
+torch = pytest.importorskip("torch")
+
+_SETTINGS = settings(max_examples=40, deadline=None)
+
+
+def _values(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _pair(a, b):
+    return td.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+@_SETTINGS
+@given(
+    shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3),
+    op=st.sampled_from(["add", "sub", "mul", "maximum", "where"]),
+    seed=st.integers(0, 2**16),
+)
+def test_broadcasting_binary_ops_match_torch(shapes, op, seed):
+    sa, sb = shapes.input_shapes
+    a, b = _values(sa, seed), _values(sb, seed + 1)
+    fns = {
+        "add": lambda m, x, y: x + y,
+        "sub": lambda m, x, y: x - y,
+        "mul": lambda m, x, y: x * y,
+        "maximum": lambda m, x, y: m.maximum(x, y),
+        "where": lambda m, x, y: m.where(x > y, x * 2, y),
+    }
+    ta, pa = _pair(a, None)
+    tb, pb = _pair(b, None)
+    out = fns[op](td, ta, tb)
+    ref = fns[op](torch, pa, pb)
+    np.testing.assert_allclose(out.data, ref.detach().numpy())
+    v = _values(out.shape, seed + 2)
+    ga, gb = td.autograd.grad(out, [ta, tb], td.tensor(v))
+    ra, rb = torch.autograd.grad(ref, [pa, pb], torch.tensor(v))
+    assert ga.shape == sa and gb.shape == sb
+    np.testing.assert_allclose(ga.data, ra.numpy(), atol=1e-12)
+    np.testing.assert_allclose(gb.data, rb.numpy(), atol=1e-12)
+
+
+@_SETTINGS
+@given(
+    shape=hnp.array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=3),
+    data=st.data(),
+    op=st.sampled_from(["sum", "mean", "var", "amax", "logsumexp", "prod", "std"]),
+    keepdim=st.booleans(),
+)
+def test_reductions_over_random_dims_match_torch(shape, data, op, keepdim):
+    ndim = len(shape)
+    dims = data.draw(
+        st.lists(
+            st.integers(-ndim, ndim - 1), min_size=1, max_size=ndim, unique_by=lambda d: d % ndim
+        )
+    )
+    dims = tuple(dims) if op != "prod" else dims[0]  # torch.prod takes a single dim
+    x = _values(shape, len(shape) + int(np.abs(np.atleast_1d(dims)).sum()))
+    if op in ("var", "std") and np.prod([shape[d] for d in np.atleast_1d(dims)]) < 2:
+        return  # a single element has no unbiased variance
+    tx, px = _pair(x, None)
+    out = getattr(td, op)(tx, dim=dims, keepdim=keepdim)
+    ref = getattr(torch, op)(px, dim=dims, keepdim=keepdim)
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10)
+    v = _values(out.shape, 3)
+    (g,) = td.autograd.grad(out, tx, td.tensor(v))
+    (r,) = torch.autograd.grad(ref, px, torch.tensor(v))
+    np.testing.assert_allclose(g.data, r.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@_SETTINGS
+@given(perm=st.permutations(range(4)), seed=st.integers(0, 100))
+def test_permute_and_reshape_roundtrip_gradients(perm, seed):
+    x = _values((2, 3, 1, 2), seed)
+    tx, px = _pair(x, None)
+    out = tx.permute(*perm).reshape(-1, 2).exp()
+    ref = px.permute(*perm).reshape(-1, 2).exp()
+    np.testing.assert_allclose(out.data, ref.detach().numpy())
+    out.sum().backward()
+    ref.sum().backward()
+    np.testing.assert_allclose(tx.grad.data, px.grad.numpy())
+
+
+@_SETTINGS
+@given(idx=st.lists(st.integers(-4, 3), min_size=1, max_size=6), seed=st.integers(0, 100))
+def test_advanced_indexing_with_repeats_accumulates_like_torch(idx, seed):
+    x = _values((4, 2), seed)
+    tx, px = _pair(x, None)
+    w = _values((len(idx), 2), seed + 1)
+    (tx[idx] * td.tensor(w)).sum().backward()
+    (px[idx] * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(tx.grad.data, px.grad.numpy())
