@@ -309,7 +309,7 @@ def _congruence_facts(conds: list[Cond], facts: tuple[Affine, ...]) -> list[Affi
     Fourier–Motzkin reasons over the rationals and cannot see this; without it ``p >= 1`` would
     be printed next to ``(p + 1) % 2 == 0``.
     """
-    facts = []
+    tighter = []
     for c in conds:
         names = list(c.expr.variables)
         if c.kind != "mod" or len(names) != 1 or not c.expr.is_integral:
@@ -320,8 +320,8 @@ def _congruence_facts(conds: list[Cond], facts: tuple[Affine, ...]) -> list[Affi
         if gcd(a, c.modulus) != 1:
             continue
         smallest = (-b * pow(a, -1, c.modulus)) % c.modulus  # least v >= 0 with a v + b ≡ 0
-        facts.append(Affine.variable(names[0]) - smallest)
-    return facts
+        tighter.append(Affine.variable(names[0]) - smallest)
+    return tighter
 
 
 def _prune_bounds(
