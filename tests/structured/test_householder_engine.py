@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tadiff as td
-from tadiff.errors import AutogradError, ShapeError
+from tadiff.errors import ShapeError
 from tadiff.nn.orthogonal import LinearSVD, Orthogonal
 from tadiff.optim import Adam
 from tadiff.structured.householder import (
@@ -73,13 +73,24 @@ def test_engine_float32_preserved_and_only_x_grad():
     np.testing.assert_allclose(X.grad.data, expected, atol=1e-5, rtol=0)
 
 
-def test_engine_backward_is_once_differentiable():
+@pytest.mark.parametrize(("k", "d", "block", "transpose"), [(5, 7, 2, False), (4, 4, 3, True)])
+def test_engine_second_derivatives_gradgradcheck(k, d, block, transpose):
     rng = np.random.default_rng(9)
-    V = td.tensor(rng.standard_normal((3, 4)), requires_grad=True)
-    X = td.tensor(rng.standard_normal((4, 2)), requires_grad=True)
-    (gV,) = td.autograd.grad(householder_apply(V, X).sum(), (V,), create_graph=True)
-    with pytest.raises(AutogradError, match="once_differentiable"):
-        gV.sum().backward()
+    V = td.tensor(rng.standard_normal((k, d)), requires_grad=True)
+    X = td.tensor(rng.standard_normal((2, d, 2)), requires_grad=True)
+    fn = lambda v, x: householder_apply(v, x, block=block, transpose=transpose)  # noqa: E731
+    assert td.autograd.gradgradcheck(fn, (V, X), eps=1e-6, atol=1e-7, rtol=1e-5)
+
+
+def test_engine_create_graph_gradient_equals_first_order_fast_path():
+    rng = np.random.default_rng(10)
+    V = td.tensor(rng.standard_normal((6, 8)), requires_grad=True)
+    X = td.tensor(rng.standard_normal((8, 3)), requires_grad=True)
+    fast = td.autograd.grad(householder_apply(V, X, block=4).sum(), (V, X))
+    slow = td.autograd.grad(householder_apply(V, X, block=4).sum(), (V, X), create_graph=True)
+    for f, s in zip(fast, slow, strict=True):
+        assert s.requires_grad
+        np.testing.assert_allclose(f.data, s.data, atol=1e-12, rtol=0)
 
 
 def test_engine_product_and_mixed_inputs():

@@ -404,6 +404,21 @@ def _backward(
     return gVb.reshape(nb * b, d)[:k], gX
 
 
+def _apply_differentiable(xp: Any, V: Any, X: Any, b: int, transpose: bool) -> Any:
+    """Algorithm 1 with out-of-place operations only, so autograd can differentiate it (any order).
+
+    Used for second derivatives: the first-order backward works on raw arrays, and when a caller
+    asks for ``create_graph`` the gradient is re-derived by autograd through this forward.
+    Needs a namespace with a differentiable ``linalg.solve_triangular`` (torch).
+    """
+    d = int(V.shape[1])
+    Vb, Tinv, _ = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b)
+    A = _fold(xp, X, d)
+    for j in reversed(range(int(Vb.shape[0]))):
+        A = A - Vb[j].mT @ (Tinv[j] @ (Vb[j] @ A))
+    return _unfold(xp, A, tuple(X.shape))
+
+
 def _sequential_backward(V: Any, Y: Any, G: Any, *, transpose: bool = False) -> tuple[Any, Any]:
     """Hand-written backward of the sequential method (the paper's baseline, its eq. 6).
 
@@ -639,10 +654,15 @@ def _engine_apply(V: Any, X: Any, *, block: int | None, transpose: bool) -> Any:
 @functools.cache
 def _engine_function() -> type:
     """The engine Function, defined on first use so that importing this module needs no engine."""
-    from tadiff.autograd import Function, once_differentiable
+    from tadiff.autograd import Function, is_grad_enabled
+    from tadiff.autograd import grad as grad_fn
 
     class HouseholderApply(Function):
-        """``U X`` by FastH with the Algorithm 2 backward (once differentiable)."""
+        """``U X`` by FastH with the Algorithm 2 backward.
+
+        Under ``create_graph`` the backward instead differentiates the sequential loop with
+        engine ops, so second derivatives are exact (and slower); first order stays FastH.
+        """
 
         @staticmethod
         def forward(ctx, V, X, block, transpose):
@@ -650,18 +670,25 @@ def _engine_function() -> type:
             d = int(v.shape[1])
             blocks = _build_blocks(np, np.flip(v, 0) if transpose else v, block)
             Y, saved = _forward(np, blocks, _fold(np, x, d), save=ctx.needs_input_grad[0])
+            ctx.save_for_backward(V, X)  # for create_graph, and in-place-modification checks
             ctx.blocks, ctx.saved, ctx.transpose, ctx.x_shape = blocks, saved, transpose, x.shape
             return _unfold(np, Y, tuple(x.shape))
 
         @staticmethod
-        @once_differentiable
         def backward(ctx, grad):
+            V, X = ctx.saved_tensors
+            need = ctx.needs_input_grad[:2]
+            if is_grad_enabled():  # create_graph: build a differentiable graph for the gradient
+                Y = householder_sequential(V, X, transpose=ctx.transpose)
+                inputs = [t for t, n in zip((V, X), need, strict=True) if n]
+                grads = iter(grad_fn(Y, inputs, grad, create_graph=True))
+                return (*(next(grads) if n else None for n in need), None, None)
             d = int(ctx.x_shape[-2])
             g = _fold(np, np.asarray(grad.data), d)
-            gV, gX = _backward(np, ctx.blocks, ctx.saved, g, need_v=ctx.needs_input_grad[0])
+            gV, gX = _backward(np, ctx.blocks, ctx.saved, g, need_v=need[0])
             if gV is not None and ctx.transpose:
                 gV = np.ascontiguousarray(np.flip(gV, 0))
-            gX = _unfold(np, gX, tuple(ctx.x_shape)) if ctx.needs_input_grad[1] else None
+            gX = _unfold(np, gX, tuple(ctx.x_shape)) if need[1] else None
             return gV, gX, None, None
 
     return HouseholderApply

@@ -16,11 +16,10 @@ Example:
 
 from __future__ import annotations
 
-from torch.autograd.function import once_differentiable
-
 import torch
 from tadiff.errors import InputError, ShapeError
 from tadiff.structured.householder import (
+    _apply_differentiable,
     _backward,
     _build_blocks,
     _check_inputs,
@@ -33,7 +32,11 @@ __all__ = ["LinearSVD", "Orthogonal", "householder_apply", "householder_product"
 
 
 class _HouseholderApply(torch.autograd.Function):
-    """``U X`` with the FastH backward. Not twice differentiable (backward works on raw tensors)."""
+    """``U X`` with the FastH backward (Algorithm 2) for first derivatives.
+
+    Under ``create_graph`` (second derivatives) the backward differentiates the blocked forward
+    written with out-of-place torch ops instead, so higher orders are exact.
+    """
 
     @staticmethod
     def forward(ctx, V, X, block, transpose):
@@ -41,19 +44,25 @@ class _HouseholderApply(torch.autograd.Function):
         blocks = _build_blocks(torch, V.flip(0) if transpose else V, block)
         need_v = ctx.needs_input_grad[0]
         Y, saved = _forward(torch, blocks, _fold(torch, X, d), save=need_v)
+        ctx.save_for_backward(V, X)  # for create_graph, and torch's in-place-modification checks
         # Intermediates are plain tensors that require no grad: kept on ctx, freed with the graph.
-        ctx.blocks, ctx.saved, ctx.transpose, ctx.x_shape = blocks, saved, transpose, X.shape
+        ctx.blocks, ctx.saved, ctx.block, ctx.transpose = blocks, saved, block, transpose
         return _unfold(torch, Y, tuple(X.shape))
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad):
-        d = int(ctx.x_shape[-2])
-        need_v = ctx.needs_input_grad[0]
-        gV, gX = _backward(torch, ctx.blocks, ctx.saved, _fold(torch, grad, d), need_v=need_v)
+        V, X = ctx.saved_tensors
+        need = ctx.needs_input_grad[:2]
+        if torch.is_grad_enabled():  # create_graph: a differentiable gradient
+            Y = _apply_differentiable(torch, V, X, ctx.block, ctx.transpose)
+            inputs = [t for t, n in zip((V, X), need, strict=True) if n]
+            grads = iter(torch.autograd.grad(Y, inputs, grad, create_graph=True))
+            return (*(next(grads) if n else None for n in need), None, None)
+        d = int(X.shape[-2])
+        gV, gX = _backward(torch, ctx.blocks, ctx.saved, _fold(torch, grad, d), need_v=need[0])
         if gV is not None and ctx.transpose:
             gV = gV.flip(0)
-        gX = _unfold(torch, gX, tuple(ctx.x_shape)) if ctx.needs_input_grad[1] else None
+        gX = _unfold(torch, gX, tuple(X.shape)) if need[1] else None
         return gV, gX, None, None
 
 
