@@ -172,3 +172,10 @@ CASES: list[Case] = [
     *_cases("einsum_implicit", lambda m, a, b: m.einsum("ij,jk", a, b), [((2, 3), (3, 2))]),
     *_cases("einsum_three", lambda m, a, b, c: m.einsum("i,ij,j->", a, b, c), [((2,), (2, 3), (3,))]),  # noqa: E501
 ]  # fmt: skip
+
+CASES += [
+    *_cases("moveaxis", lambda m, a: m.moveaxis(a, 0, -1) * 2, [((2, 3, 4),)]),
+    *_cases("triu", lambda m, a: m.triu(a, 1) ** 2, [((3, 3),), ((2, 3, 4),)]),
+    *_cases("tril", lambda m, a: m.tril(a) ** 2, [((3, 3),), ((2, 4, 3),)]),
+    *_cases("iterate", lambda m, a: [r for r in a][1] * 3, [((3, 2),)]),
+]

@@ -60,7 +60,20 @@ class _GradModeContext:
         return wrapper
 
 
-class no_grad(_GradModeContext):
+class _Switch(_GradModeContext):
+    """A switch usable as ``@switch()``, as ``@switch`` and as ``with switch():``."""
+
+    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
+        self = super().__new__(cls)
+        if fn is not None:
+            return self(fn)
+        return self
+
+    def __init__(self, fn: Callable[..., Any] | None = None):
+        pass
+
+
+class no_grad(_Switch):
     """Disable graph recording inside the block (or decorated function).
 
     Example:
@@ -71,7 +84,7 @@ class no_grad(_GradModeContext):
     _target = False
 
 
-class enable_grad(_GradModeContext):
+class enable_grad(_Switch):
     """Enable graph recording inside the block, even within ``no_grad``."""
 
     _target = True

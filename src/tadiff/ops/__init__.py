@@ -53,6 +53,8 @@ from tadiff.ops.linalg import einsum, matmul
 from tadiff.ops.reductions import (
     amax,
     amin,
+    argmax,
+    argmin,
     log_softmax,
     logsumexp,
     max,
@@ -75,6 +77,7 @@ from tadiff.ops.shape import (
     expand,
     flatten,
     flip,
+    moveaxis,
     permute,
     reshape,
     split,
@@ -83,6 +86,8 @@ from tadiff.ops.shape import (
     swapaxes,
     to,
     transpose,
+    tril,
+    triu,
     unbind,
     unsqueeze,
     view,
@@ -154,12 +159,12 @@ _dual.GRAPH.__dict__.update(
 tensor_methods.install()
 
 __all__ = [
-    "abs", "add", "amax", "amin", "broadcast_to", "cat", "chunk", "clamp", "clone", "concatenate",
-    "contiguous", "cos", "div", "einsum", "eq", "exp", "expand", "expm1", "flatten", "flip",
-    "gather", "ge", "getitem", "gt", "index_put", "index_scatter", "le", "log", "log1p",
-    "log_softmax", "logical_not", "logsumexp", "lt", "matmul", "max", "maximum", "mean", "min",
-    "minimum", "mul", "ne", "neg", "norm", "permute", "pow", "prod", "relu", "reshape",
-    "scatter_add", "sigmoid", "sign", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std",
-    "sub", "sum", "swapaxes", "tan", "tanh", "to", "transpose", "unbind", "unsqueeze", "var",
-    "view", "where",
+    "abs", "add", "amax", "amin", "argmax", "argmin", "broadcast_to", "cat", "chunk", "clamp",
+    "clone", "concatenate", "contiguous", "cos", "div", "einsum", "eq", "exp", "expand", "expm1",
+    "flatten", "flip", "gather", "ge", "getitem", "gt", "index_put", "index_scatter", "le", "log",
+    "log1p", "log_softmax", "logical_not", "logsumexp", "lt", "matmul", "max", "maximum", "mean",
+    "min", "minimum", "moveaxis", "mul", "ne", "neg", "norm", "permute", "pow", "prod", "relu",
+    "reshape", "scatter_add", "sigmoid", "sign", "sin", "softmax", "split", "sqrt", "squeeze",
+    "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "to", "transpose", "tril", "triu",
+    "unbind", "unsqueeze", "var", "view", "where",
 ]  # fmt: skip

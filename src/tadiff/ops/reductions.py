@@ -257,6 +257,27 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
     return _arg_extreme(x, dim, keepdim, False)
 
 
+def argmax(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Index of the largest element (of the flattened tensor when ``dim`` is None): int64, not
+    differentiable."""
+    x = as_tensor(x)
+    dim = pick_axis(dim, axis)
+    if dim is None:
+        return _make(np.asarray(np.argmax(x.data), np.int64))
+    axis_ = norm_dim(dim, x.data.ndim)
+    return _make(np.argmax(x.data, axis=axis_, keepdims=keepdim).astype(np.int64))
+
+
+def argmin(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Index of the smallest element; see :func:`argmax`."""
+    x = as_tensor(x)
+    dim = pick_axis(dim, axis)
+    if dim is None:
+        return _make(np.asarray(np.argmin(x.data), np.int64))
+    axis_ = norm_dim(dim, x.data.ndim)
+    return _make(np.argmin(x.data, axis=axis_, keepdims=keepdim).astype(np.int64))
+
+
 def logsumexp(
     x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: Any = None
 ) -> Tensor:

@@ -186,6 +186,42 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
     return _view_op(x, x.data.reshape(new), d.UnsqueezeBackward0, (x.data.shape,))
 
 
+def moveaxis(x: Tensor, source: Any, destination: Any) -> Tensor:
+    """Move dims ``source`` to positions ``destination`` (NumPy's ``moveaxis``, a permute)."""
+    x = as_tensor(x)
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise InputError(f"moveaxis: source {src} and destination {dst} differ in length")
+    src = tuple(norm_dim(s, x.data.ndim, "source") for s in src)
+    dst = tuple(norm_dim(s, x.data.ndim, "destination") for s in dst)
+    order = [i for i in range(x.data.ndim) if i not in src]
+    for to, frm in sorted(zip(dst, src, strict=True)):
+        order.insert(to, frm)
+    return permute(x, tuple(order))
+
+
+def _triangle(x: Tensor, k: int, upper: bool) -> Tensor:
+    x = as_tensor(x)
+    if x.data.ndim < 2:
+        raise ShapeError(f"{'triu' if upper else 'tril'}: expected at least 2 dims, got {x.shape}")
+    n, m = x.data.shape[-2:]
+    keep = np.triu(np.ones((n, m), bool), k) if upper else np.tril(np.ones((n, m), bool), k)
+    from tadiff.ops.elementwise import where
+
+    return where(keep, x, 0)
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two dims (from ``diagonal`` up), zeros elsewhere."""
+    return _triangle(x, diagonal, True)
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two dims (up to ``diagonal``), zeros elsewhere."""
+    return _triangle(x, diagonal, False)
+
+
 def flip(x: Tensor, dims: Any = None, *, axis: Any = None) -> Tensor:
     """Reverse the order of elements along ``dims`` (all dims when None)."""
     x = as_tensor(x)
