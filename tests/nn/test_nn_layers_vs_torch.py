@@ -140,6 +140,8 @@ def test_layer_errors_name_the_shapes():
         nn.Linear(3, 4)(td.ones(2, 5))
     with pytest.raises(ShapeError, match=r"does not end with normalized_shape \(4,\)"):
         nn.LayerNorm(4)(td.ones(2, 3))
+    with pytest.raises(DTypeError, match="input has dtype float64 but weight has dtype float32"):
+        nn.Linear(3, 4)(td.tensor(np.ones((2, 3))))
     with pytest.raises(InputError, match="approximate='fast'"):
         F.gelu(td.ones(2), approximate="fast")
 

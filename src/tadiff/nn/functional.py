@@ -44,6 +44,8 @@ def _check_reduction(reduction: str, where: str) -> None:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias``.
 
+    ``x``, ``weight`` and ``bias`` must share one dtype (as in torch).
+
     Args:
         x: input, shape ``(..., in_features)``.
         weight: shape ``(out_features, in_features)``.
@@ -63,6 +65,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"expected input shape (..., {weight.shape[-1] if weight.ndim else '?'}) and a 2-d "
             "weight (out_features, in_features)"
         )
+    for name, other in (("weight", weight), ("bias", bias)):
+        if other is not None and other.dtype != x.dtype:
+            raise DTypeError(
+                f"linear: input has dtype {x.dtype} but {name} has dtype {other.dtype}; "
+                "convert one of them (e.g. model.to(np.float64) or x.to(np.float32))"
+            )
     return _addmm().apply(x, weight, bias)
 
 
@@ -91,11 +99,16 @@ def _addmm() -> Any:
         def backward(ctx: Any, grad: Tensor) -> tuple[Any, Any, Any]:
             x, weight = ctx.saved_tensors
             needs_x, needs_weight, needs_bias = ctx.needs_input_grad
-            grad_x = grad @ weight if needs_x else None
-            rows = grad.reshape(-1, weight.shape[0])
-            grad_weight = rows.T @ x.reshape(-1, weight.shape[1]) if needs_weight else None
-            grad_bias = rows.sum(dim=0) if ctx.has_bias and needs_bias else None
-            return grad_x, grad_weight, grad_bias
+            needs_bias = needs_bias and ctx.has_bias
+            if td.is_grad_enabled():
+                # create_graph: tadiff ops, so that this backward is recorded and differentiable.
+                g, x, w, total = grad, x, weight, lambda rows: rows.sum(dim=0)
+            else:  # a plain backward pass: the same formulas on the raw arrays, less overhead
+                g, x, w, total = grad.data, x.data, weight.data, lambda rows: rows.sum(axis=0)
+            rows = g.reshape(-1, w.shape[0])
+            grad_x = g @ w if needs_x else None
+            grad_weight = rows.T @ x.reshape(-1, w.shape[1]) if needs_weight else None
+            return grad_x, grad_weight, total(rows) if needs_bias else None
 
     return Addmm
 
