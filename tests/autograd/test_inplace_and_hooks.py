@@ -151,3 +151,21 @@ def test_hooks_under_create_graph_are_differentiable():
     np.testing.assert_allclose(g.data, [2 * 1.5 * 1.5])
     (h,) = td.autograd.grad(g.sum(), x)
     np.testing.assert_allclose(h.data, [4 * 1.5])
+
+
+def test_hooks_and_retain_grad_on_outputs_of_a_multi_output_node():
+    xyz = td.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x, y, z = xyz.unbind()
+    y.register_hook(lambda g: g * 100)
+    z.retain_grad()
+    (x * 2 + y * 3 + z * 4).backward()
+    np.testing.assert_array_equal(xyz.grad.data, [2.0, 300.0, 4.0])
+    assert z.grad.item() == 4.0 and x.grad is None
+
+
+def test_backward_inputs_on_non_leaf_accumulates_into_it():
+    x = td.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3
+    (h * h).sum().backward(inputs=[h])
+    np.testing.assert_array_equal(h.grad.data, 2 * h.data)
+    assert x.grad is None
