@@ -83,8 +83,14 @@ def test_cross_entropy_ignore_index_other_value_and_all_ignored():
             ignore_index=7,
         )
     )
-    all_ignored = F.cross_entropy(td.tensor(logits), td.tensor(np.full(4, -100)))
-    assert np.isnan(all_ignored.data)  # 0 / 0, as torch
+    x = td.tensor(logits, requires_grad=True)
+    all_ignored = F.cross_entropy(x, td.tensor(np.full(4, -100)), label_smoothing=0.1)
+    all_ignored.backward()
+    t = torch.from_numpy(logits).requires_grad_(True)
+    expected = TF.cross_entropy(t, torch.full((4,), -100), label_smoothing=0.1)
+    expected.backward()
+    assert np.isnan(all_ignored.data) and np.isnan(expected.item())  # 0 / 0
+    np.testing.assert_array_equal(x.grad.data, t.grad.numpy())  # zeros in both
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

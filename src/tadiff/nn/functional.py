@@ -389,7 +389,6 @@ def cross_entropy(
                 f"cross_entropy: weight has shape {w.shape}; expected ({num_classes},), "
                 "one per class"
             )
-    logp = td.log_softmax(input, dim=class_axis)
     if t.dtype.kind in "iu":
         expected = input.shape[:class_axis] + input.shape[class_axis + 1 :]
         if t.shape != expected:
@@ -418,10 +417,61 @@ def cross_entropy(
             f"cross_entropy: target dtype {t.dtype}; expected integer class indices or "
             "floating class probabilities"
         )
-    losses = -(logp * Tensor(q)).sum(dim=class_axis)
-    if reduction == "none":
-        return losses
-    return _reduce_weighted(losses, reduction, denominator)
+    return _cross_entropy_fn().apply(input, q, class_axis, reduction, denominator)
+
+
+@functools.cache
+def _cross_entropy_fn() -> Any:
+    """``-sum_c q_c log_softmax(x)_c``, reduced, as one Function (built on first use).
+
+    One node instead of six (log_softmax, product, two sums, negation, division). Its gradient
+    ``(softmax(x) * sum_c q_c - q) * g`` is computed on arrays in a plain backward pass and with
+    tadiff ops under ``create_graph``, so the loss can be differentiated twice.
+    """
+
+    class CrossEntropy(td.autograd.Function):
+        """The backward node is named ``CrossEntropyBackward``."""
+
+        @staticmethod
+        def forward(
+            ctx: Any, x: Tensor, q: np.ndarray, axis: int, reduction: str, denominator: float
+        ) -> np.ndarray:
+            data = x.data
+            shifted = data - data.max(axis=axis, keepdims=True)
+            logp = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+            losses = -(q * logp).sum(axis=axis)
+            ctx.save_for_backward(x)
+            ctx.probs, ctx.q, ctx.axis = np.exp(logp), q, axis
+            ctx.reduction, ctx.denominator = reduction, denominator
+            if reduction == "none":
+                return losses
+            total = losses.sum()
+            if reduction == "mean":
+                with np.errstate(invalid="ignore", divide="ignore"):  # all ignored: nan (torch)
+                    total = total / denominator
+            return np.asarray(total, dtype=data.dtype)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Tensor) -> tuple[Any, None, None, None, None]:
+            q, axis = ctx.q, ctx.axis
+            q_total = q.sum(axis=axis, keepdims=True)
+            shape = list(q.shape)
+            shape[axis] = 1
+            if ctx.reduction != "none":
+                shape = [1] * q.ndim
+            scale = 1.0
+            if ctx.reduction == "mean":
+                # Every target ignored: q is all zero, the loss nan and the gradient 0 (as torch).
+                scale = 1.0 / ctx.denominator if ctx.denominator else 0.0
+            if td.is_grad_enabled():  # create_graph: differentiable in x and in grad
+                (x,) = ctx.saved_tensors
+                probs = td.softmax(x, dim=axis)
+                g = grad.reshape(*shape) * scale
+                return (probs * Tensor(q_total) - Tensor(q)) * g, None, None, None, None
+            g = grad.data.reshape(shape) * scale
+            return (ctx.probs * q_total - q) * g, None, None, None, None
+
+    return CrossEntropy
 
 
 def _reduce_weighted(losses: Tensor, reduction: str, denominator: float) -> Tensor:
