@@ -139,8 +139,8 @@ def test_huge_stride_is_exact():
     f = define("y[i:2] = x[1000000007*i + 3]")
     g = f.grad("x")
     assert str(g) == (
-        "dx[p] = where((p + 1000000004) % 1000000007 == 0 and p >= 3 "
-        "and p <= 1000000010, dy[(p - 3)/1000000007], 0)"
+        "dx[p] = where((p + 1000000004) % 1000000007 == 0 and p <= 1000000010, "
+        "dy[(p - 3)/1000000007], 0)"
     )
     # x has 6 elements: only x[3] is read (by y[0]); y[1] would read x[1000000010]
     np.testing.assert_array_equal(g(x=np.ones(6), dy=np.array([2.0, 5.0])), [0, 0, 0, 2, 0, 0])

@@ -317,13 +317,34 @@ def _site_constraints(
         constraints += [v - b.substitute(params) for b in lower]
         constraints += [b.substitute(params) - v for b in upper]
         variables.append(var)
+    box = _sum_box(site, {v: (0, n - 1) for v, n in zip(out_vars, out_shape, strict=True)}, params)
     for cond in site.conds:
         e = cond.expr.substitute(params)
         if cond.kind == "ge":
             constraints.append(e)
         elif cond.kind == "eq":
             constraints += [e, -e]
+        elif cond.kind == "mod":
+            constraints += _congruence_bounds(e, cond.modulus, box or {})
     return constraints, variables
+
+
+def _congruence_bounds(e: Affine, modulus: int, box: Mapping[str, tuple[int, int]]) -> list[Affine]:
+    """``a*v + b ≡ 0 (mod m)`` on an index ``v`` known to lie in ``lo..hi``: the first and last
+    values of ``v`` in that range and class, as bounds (a rational polytope cannot express
+    divisibility)."""
+    names = list(e.variables)
+    if len(names) != 1 or names[0] not in box or not e.is_integral:
+        return []
+    v = names[0]
+    a, b = int(e.coeff(v)), int(e.const)
+    if math.gcd(a, modulus) != 1:
+        return []
+    lo, hi = box[v]
+    residue = (-b * pow(a, -1, modulus)) % modulus  # a*v + b ≡ 0  <=>  v ≡ residue
+    first = lo + (residue - lo) % modulus
+    last = first + (hi - first) // modulus * modulus
+    return [Affine.variable(v) - first, last - Affine.variable(v)]
 
 
 def exact_range(
