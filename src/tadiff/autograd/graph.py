@@ -313,8 +313,8 @@ def record(
         saved = (*saved, _Result(data, vc, 0))
     node._saved = saved
     node._versions = None
-    for s in saved:
-        if type(s) is Tensor and s._vc is not None:
+    for s in saved:  # versions are recorded only when one is not 0 (rare: after in-place ops)
+        if type(s) is Tensor and s._vc is not None and s._vc[0]:
             node._versions = _versions_of(saved)
             break
     node._args = args

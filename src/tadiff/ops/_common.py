@@ -35,7 +35,7 @@ def scalar_array(value: Any, like: np.dtype) -> np.ndarray:
     follows (an int tensor meeting a float becomes float32, torch's default float).
     """
     if isinstance(value, bool):
-        dtype = like if like.kind == "b" or like.kind in "iufc" else np.bool_
+        dtype = like if like.kind in "biufc" else np.bool_
     elif isinstance(value, int):
         dtype = like if like.kind in "iufc" else np.int64
     elif isinstance(value, float):
