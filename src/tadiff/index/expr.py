@@ -54,6 +54,7 @@ __all__ = [
     "const",
     "div",
     "free_indices",
+    "index_exprs",
     "index_value",
     "is_param",
     "mul",
@@ -492,7 +493,8 @@ def node_count(root: Node) -> int:
     return len(walk(root))
 
 
-def _affines(node: Node) -> Iterator[Affine]:
+def index_exprs(node: Node) -> Iterator[Affine]:
+    """The index expressions a node holds itself (not those of its children)."""
     if isinstance(node, Index):
         yield node.expr
     elif isinstance(node, Access):
@@ -508,7 +510,7 @@ def free_indices(node: Node) -> frozenset[str]:
     """Index variables (not size parameters) that occur free in ``node``."""
     if node._free is None:
         names: set[str] = set()
-        for a in _affines(node):
+        for a in index_exprs(node):
             names.update(v for v in a.variables if not is_param(v))
         if isinstance(node, Sum):
             names.update(free_indices(node.body) - {node.var})

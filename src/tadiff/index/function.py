@@ -30,6 +30,7 @@ from tadiff.index.expr import (
     Where,
     free_indices,
     fresh_name,
+    index_exprs,
     is_param,
     size_param,
     walk,
@@ -260,15 +261,13 @@ class TensorFunction:
     @property
     def size_params(self) -> frozenset[str]:
         """Size parameters (``x.shape[1]``) the definition depends on."""
-        from tadiff.index.expr import walk
-
         names: set[str] = set()
         for r in self.out_ranges:
             for side in r or ():
                 for a in side:
                     names.update(a.variables)
         for node in walk(self.body):
-            for a in _node_affines(node):
+            for a in index_exprs(node):
                 names.update(v for v in a.variables if is_param(v))
         return frozenset(names)
 
@@ -313,12 +312,6 @@ def _replace_access(node: Node, name: str, gammas: tuple[str, ...]) -> Node:
         return out
 
     return go(node)
-
-
-def _node_affines(node: Node) -> list[Affine]:
-    from tadiff.index.expr import _affines
-
-    return list(_affines(node))
 
 
 def define(source: str) -> TensorFunction:
