@@ -376,9 +376,15 @@ def clone(x: Tensor) -> Tensor:
 
 
 def to(x: Tensor, dtype: Any) -> Tensor:
-    """Cast to ``dtype`` (a NumPy dtype or its name); the gradient is cast back."""
+    """Cast to ``dtype`` (a NumPy dtype or its name); the gradient is cast back. ``"cpu"`` is
+    accepted and changes nothing (tadiff has no other device)."""
     x = as_tensor(x)
-    target = np.dtype(dtype)
+    if isinstance(dtype, str) and dtype == "cpu":
+        return x
+    try:
+        target = np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"to(): unknown dtype or device {dtype!r}") from None
     if target == x.data.dtype:
         return x
     data = x.data.astype(target)

@@ -152,6 +152,7 @@ _METHODS: dict[str, Any] = {
     "float": lambda x: shape.to(x, np.float32),
     "double": lambda x: shape.to(x, np.float64),
     "contiguous": shape.contiguous,
+    "cpu": lambda x: x,
     # indexing
     "gather": indexing.gather,
     "scatter_add": indexing.scatter_add,
