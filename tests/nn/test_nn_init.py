@@ -89,3 +89,12 @@ def test_init_errors():
         init.calculate_gain("swish")
     with pytest.raises(InputError, match="mode='fan_avg'"):
         init.kaiming_normal_(nn.Parameter(np.zeros((2, 2))), mode="fan_avg")
+
+
+def test_zero_element_tensors_are_left_alone_and_linear_handles_them():
+    empty = nn.Parameter(np.zeros((3, 0)))
+    for fill in (init.xavier_uniform_, init.xavier_normal_, init.kaiming_uniform_):
+        assert fill(empty) is empty
+    layer = nn.Linear(0, 3)
+    out = layer(td.ones(2, 0))
+    np.testing.assert_array_equal(out.data, np.broadcast_to(layer.bias.data, (2, 3)))

@@ -81,15 +81,15 @@ def test_gelu_tanh_is_twice_differentiable():
     assert td.autograd.gradgradcheck(lambda t: F.gelu(t, approximate="tanh"), (x,))
 
 
-@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize(("affine", "bias"), [(True, True), (True, False), (False, False)])
 @pytest.mark.parametrize("normalized", [4, (3, 4)])
-def test_layer_norm(affine, normalized):
-    ours = nn.LayerNorm(normalized, elementwise_affine=affine).double()
-    theirs = _copy_to_torch(ours, torch.nn.LayerNorm(normalized, elementwise_affine=affine))
-    if affine:  # non-trivial scale and shift
-        for p in ours.parameters():
-            p.data[...] = RNG.standard_normal(p.shape)
-        theirs = _copy_to_torch(ours, torch.nn.LayerNorm(normalized, elementwise_affine=affine))
+def test_layer_norm(affine, bias, normalized):
+    ours = nn.LayerNorm(normalized, elementwise_affine=affine, bias=bias).double()
+    for p in ours.parameters():  # non-trivial scale and shift
+        p.data[...] = RNG.standard_normal(p.shape)
+    theirs = _copy_to_torch(
+        ours, torch.nn.LayerNorm(normalized, elementwise_affine=affine, bias=bias)
+    )
     _compare(ours, theirs, RNG.standard_normal((2, 3, 4)) * 5 + 1, atol=1e-11)
 
 

@@ -107,6 +107,8 @@ def ones_(tensor: Tensor) -> Tensor:
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """Glorot uniform: ``U(-a, a)`` with ``a = gain * sqrt(6 / (fan_in + fan_out))``."""
+    if _target(tensor, "xavier_uniform_").size == 0:
+        return tensor
     fan_in, fan_out = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(tensor, -bound, bound)
@@ -114,6 +116,8 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """Glorot normal: ``N(0, std**2)`` with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    if _target(tensor, "xavier_normal_").size == 0:
+        return tensor
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
@@ -131,8 +135,11 @@ def kaiming_uniform_(
 ) -> Tensor:
     """He uniform: ``U(-b, b)`` with ``b = sqrt(3) * gain / sqrt(fan)``.
 
-    ``Linear`` uses ``a=sqrt(5)``, which gives ``b = 1 / sqrt(fan_in)`` as in torch.
+    ``Linear`` uses ``a=sqrt(5)``, which gives ``b = 1 / sqrt(fan_in)`` as in torch. A tensor
+    with no elements is left as it is (its fan may be 0), as in torch.
     """
+    if _target(tensor, "kaiming_uniform_").size == 0:
+        return tensor
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
     return uniform_(tensor, -bound, bound)
 
@@ -140,5 +147,7 @@ def kaiming_uniform_(
 def kaiming_normal_(
     tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
 ) -> Tensor:
-    """He normal: ``N(0, std**2)`` with ``std = gain / sqrt(fan)``."""
+    """He normal: ``N(0, std**2)`` with ``std = gain / sqrt(fan)`` (no-op without elements)."""
+    if _target(tensor, "kaiming_normal_").size == 0:
+        return tensor
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity))
