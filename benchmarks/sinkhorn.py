@@ -3,9 +3,9 @@
     python benchmarks/sinkhorn.py            # batch 16384, n ∈ {4, 8, 16, 32}, iters ∈ {20, 100}
     python benchmarks/sinkhorn.py --quick    # batch 1024, a smoke run
 
-For every (n, iters) it times the backward only (the forward that builds the graph runs before
-each repeat, untimed) and reports the median of the repeats; methods are interleaved repeat by
-repeat so that machine noise hits them alike. float32, torch on CPU with one thread.
+For every (n, iters) and method it records the graph once (forward, untimed), then times
+``repeats`` backward passes through it (``retain_graph=True``; one more untimed pass first) and
+reports their median. float32, torch on CPU with one thread; the tadiff engine on NumPy.
 
 Peak memory is that of forward + backward above what was resident before (inputs excluded), read
 from the kernel's high-water mark (``/proc/self/status`` VmHWM, reset through
@@ -29,10 +29,12 @@ import time
 
 import tadiff
 import torch
+from tadiff.structured.sinkhorn import sinkhorn as engine_sinkhorn
 from tadiff.structured.sinkhorn import sinkhorn_forward
 from tadiff.torch.sinkhorn import sinkhorn
 
 METHODS = ["implicit", "implicit-2n", "direct", "unrolled"]
+ENGINE_METHODS = ["implicit (tadiff engine)", "unrolled (tadiff engine)"]
 MEMORY_LIMIT = 6e9  # skip an unrolled run whose saved iterates would not fit comfortably
 
 
@@ -67,25 +69,38 @@ def _engine_unrolled_available() -> bool:
         return False
 
 
-def _one_run(method, X, G, iters, track_memory=False):
-    """Build the graph (untimed), time the backward; return (seconds, peak bytes or None)."""
-    tracked = track_memory and _reset_high_water()
-    _, before = _resident()
+def _graph(method, X, iters):
+    """Run the forward that records the graph: (output, input leaf, grad function)."""
     if method.endswith("engine)"):
         x = tadiff.tensor(X.numpy(), requires_grad=True)
-        R, _ = sinkhorn_forward(x, iters=iters)
-        g = tadiff.tensor(G.numpy())
+        R = engine_sinkhorn(x, iters=iters, backward=method.split()[0])
+        return R, x, tadiff.autograd.grad
+    x = X.detach().requires_grad_()
+    return sinkhorn(x, iters=iters, backward=method), x, torch.autograd.grad
+
+
+def _time_backward(method, X, G, iters, repeats):
+    """Median seconds of ``repeats`` backward passes through one recorded graph (kept alive
+    with retain_graph, so the forward runs once), after one untimed warm-up pass."""
+    R, x, grad = _graph(method, X, iters)
+    g = tadiff.tensor(G.numpy()) if method.endswith("engine)") else G
+    times = []
+    for _ in range(repeats + 1):
         start = time.perf_counter()
-        R.backward(g)
-    else:
-        x = X.detach().requires_grad_()
-        R = sinkhorn(x, iters=iters, backward=method)
-        start = time.perf_counter()
-        R.backward(G)
-    seconds = time.perf_counter() - start
-    peak = _resident()[0] - before if tracked else None
+        grad(R, x, g, retain_graph=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def _peak_memory(method, X, G, iters):
+    """Peak resident bytes of forward + backward above the level before (child process)."""
+    if not _reset_high_water():
+        return None
+    _, before = _resident()
+    R, x, grad = _graph(method, X, iters)
+    grad(R, x, tadiff.tensor(G.numpy()) if method.endswith("engine)") else G)
     del R, x
-    return seconds, peak
+    return _resident()[0] - before
 
 
 def _configs(batch, sizes, iters_list, methods):
@@ -103,11 +118,11 @@ def _configs(batch, sizes, iters_list, methods):
 def measure_memory(batch, sizes, iters_list, methods):
     """{"n,iters,method": peak bytes}; one run each after a small warm-up (child process)."""
     for m in methods:  # first-call allocations (thread pools, caches) are not the op's memory
-        _one_run(m, torch.rand(2, 3, 3), torch.randn(2, 3, 3), 2)
+        _peak_memory(m, torch.rand(2, 3, 3), torch.randn(2, 3, 3), 2)
     peaks = {}
     for n, iters, X, G, active in _configs(batch, sizes, iters_list, methods):
         for m in active:
-            peaks[f"{n},{iters},{m}"] = _one_run(m, X, G, iters, track_memory=True)[1]
+            peaks[f"{n},{iters},{m}"] = _peak_memory(m, X, G, iters)
     return peaks
 
 
@@ -128,15 +143,13 @@ def _fmt_mb(b):
 
 
 def run_cpu(batch, sizes, iters_list, repeats, methods):
+    for m in methods:  # first calls (thread pools, lazy imports) are not part of any timing
+        _time_backward(m, torch.rand(2, 3, 3), torch.randn(2, 3, 3), 2, 1)
     rows = []
     for n, iters, X, G, active in _configs(batch, sizes, iters_list, methods):
-        times = {m: [] for m in methods}
-        for rep in range(repeats + 1):  # the first round warms up and is dropped
-            for m in active:
-                sec, _ = _one_run(m, X, G, iters)
-                if rep:
-                    times[m].append(sec)
-        med = {m: statistics.median(times[m]) if times[m] else None for m in methods}
+        med = {m: None for m in methods}
+        for m in active:
+            med[m] = _time_backward(m, X, G, iters, repeats)
         rows.append((n, iters, med))
         line = ", ".join(f"{m} {_fmt_ms(med[m])} ms" for m in methods)
         print(f"  n={n:>2} iters={iters:>3}: {line}", file=sys.stderr, flush=True)
@@ -151,6 +164,8 @@ def print_cpu_table(methods, rows, peaks, batch):
     print(f"\n### Backward, batch {batch}, float32, CPU (torch, 1 thread): median ms, peak MB\n")
     head = ["n", "iters"] + [f"{m} ms" for m in methods]
     head += ["unrolled / implicit", "2n / implicit", "direct / implicit"]
+    engine = ENGINE_METHODS[0] in methods
+    head += ["engine: unrolled / implicit"] if engine else []
     head += [f"{m} MB" for m in methods]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -161,6 +176,7 @@ def print_cpu_table(methods, rows, peaks, batch):
             _ratio(med["implicit-2n"], med["implicit"]),
             _ratio(med["direct"], med["implicit"]),
         ]
+        cells += [_ratio(med[ENGINE_METHODS[1]], med[ENGINE_METHODS[0]])] if engine else []
         cells += [_fmt_mb(peaks.get(f"{n},{iters},{m}")) for m in methods]
         print("| " + " | ".join(cells) + " |")
     print("\n— : not run (unrolled iterates would need more than "
@@ -209,7 +225,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="batch 1024, 2 repeats")
     parser.add_argument("--batch", type=int, default=None)
-    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=None, help="timed passes (5)")
     parser.add_argument("--memory-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--methods", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -219,9 +235,9 @@ def main() -> None:
     if args.memory_json:
         print(json.dumps(measure_memory(args.batch, sizes, iters_list, args.methods.split(","))))
         return
-    repeats = args.repeats or (2 if args.quick else 3)
+    repeats = args.repeats or (2 if args.quick else 5)
     engine = _engine_unrolled_available()
-    methods = METHODS + (["unrolled (tadiff engine)"] if engine else [])
+    methods = METHODS + (ENGINE_METHODS if engine else [])
     start = time.perf_counter()
     rows = run_cpu(args.batch, sizes, iters_list, repeats, methods)
     peaks = _memory_in_child(args, methods) if sys.platform.startswith("linux") else {}

@@ -264,8 +264,10 @@ def test_cg_maxiter_limits_the_solver():
 
 def test_choose_backward():
     assert choose_backward("implicit-2n", 4, 4) == "implicit-2n"
-    assert choose_backward("auto", 4, 4) in {"implicit", "direct"}
-    assert choose_backward("auto", 64, 64) == "implicit"
+    for size in [1, 4, 8, 16, 32, 64]:  # the measured rule: implicit everywhere
+        assert choose_backward("auto", size, size) == "implicit"
+    with pytest.raises(InputError, match="backward must be one of"):
+        choose_backward("fast", 4, 4)
 
 
 def test_numpy_input_returns_the_balanced_array():

@@ -96,3 +96,11 @@ def test_engine_gradient_is_the_array_vjp():
 def test_engine_bad_input():
     with pytest.raises(ShapeError, match=r"shape \(3,\)"):
         sinkhorn(td.tensor([1.0, 2.0, 3.0], requires_grad=True))
+
+
+def test_demo_self_checks_pass():
+    from tadiff.structured.sinkhorn_demo import run
+
+    lines = []
+    assert run(lines.append)
+    assert any("max |implicit − unrolled autograd|" in line for line in lines)

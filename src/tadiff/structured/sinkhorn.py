@@ -507,6 +507,7 @@ def sinkhorn_vjp(
             (n + m)-sized block system) or "direct" (dense solve of the regularised Schur system).
         cg_maxiter: CG steps at most; default the system size.
         cg_tol: relative CG residual to stop at; default 1e-6 (float32) or 1e-12 (float64).
+            float16 / bfloat16 inputs are solved in float32.
         marginal_grads: also return the gradients with respect to the marginals ``a`` and ``b``.
             They are defined up to adding ``k`` to one and subtracting it from the other (the total
             mass is fixed); the returned pair has ``sum(grad_a) == sum(grad_b)``.
@@ -530,16 +531,23 @@ def sinkhorn_vjp(
         raise InputError(f"sinkhorn: cg_maxiter must be an integer >= 1, got {cg_maxiter!r}")
     if cg_tol is not None and not (isinstance(cg_tol, int | float) and cg_tol >= 0):
         raise InputError(f"sinkhorn: cg_tol must be a non-negative number, got {cg_tol!r}")
+    dtype = R.dtype
+    if float(_finfo(R).eps) > 1e-6:  # float16 / bfloat16: solve in float32, return in dtype
+        R, G = (t.float() if _is_torch(t) else t.astype(np.float32) for t in (R, G))
     u, v = _adjoint(R, G, method, cg_maxiter, cg_tol)
     dX = G - u[..., :, None]  # one matrix-sized buffer, updated in place
     dX -= v[..., None, :]
     dX *= R
     if not marginal_grads:
-        return dX
+        return _cast(dX, dtype)
     shift = (u.sum(axis=-1, keepdims=True) - v.sum(axis=-1, keepdims=True)) / (
         R.shape[-2] + R.shape[-1]
     )
-    return dX, u - shift, v + shift
+    return _cast(dX, dtype), _cast(u - shift, dtype), _cast(v + shift, dtype)
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    return x.to(dtype) if _is_torch(x) else x.astype(dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -548,6 +556,12 @@ def sinkhorn_vjp(
 
 def choose_backward(backward: str, n: int, m: int) -> str:
     """The backward method that ``backward`` names for an ``n × m`` problem ("auto" resolved).
+
+    "auto" is "implicit" at every size, from benchmarks/sinkhorn.py (batch 16384, float32, CPU):
+    it is 5–11× faster than unrolled autograd at 20 iterations with memory independent of the
+    iteration count, 1.3–2.7× faster than "implicit-2n" everywhere, within noise of "direct" for
+    min(n, m) <= 8 and 1.1–2× faster than it from 16 on; on CUDA it runs the fused Triton kernel.
+    The table is in docs/sinkhorn.md.
 
     Example:
         >>> choose_backward("direct", 4, 4)
