@@ -405,11 +405,13 @@ _Compiled = list[tuple[list[int], int, int]]  # (coeffs on outer variables, base
 
 
 def _compile(bounds: tuple[Affine, ...], variables: tuple[str, ...], params: Mapping) -> _Compiled:
+    # Integer form of each bound, parameters substituted, so the walk does only int arithmetic.
+    # The coefficient list covers all variables; zip with the shorter prefix uses the outer ones.
     out = []
     for b in bounds:
         d = math.lcm(b.const.denominator, *(c.denominator for _, c in b.items()))
-        base = b.substitute({p: params[p] for p in b.variables if p not in variables}) * d
-        out.append(([int(base.coeff(v)) for v in variables], int(base.const), d))
+        base = b.const + sum(c * params[p] for p, c in b.items() if p not in variables)
+        out.append(([int(b.coeff(v) * d) for v in variables], int(base * d), d))
     return out
 
 
