@@ -1,9 +1,10 @@
 """Stateless layer functions and losses, with ``torch.nn.functional``'s names and semantics.
 
-Every function is composed of differentiable tadiff ops, so gradients (and gradients of
-gradients) come from the engine; only ``gelu`` with the exact ``erf`` form uses its own backward
-formula (first order only). Losses take raw scores (logits) and compute in a numerically stable
-way through ``log_softmax``.
+Most functions are compositions of differentiable tadiff ops, so their gradients (and gradients
+of gradients) come from the engine. Three are single autograd Functions (``tadiff.nn._functions``):
+``linear`` and ``cross_entropy``, for speed, with backward formulas that are differentiable again;
+``gelu`` with the exact ``erf`` form, first order only. Losses take raw scores (logits) and are
+computed stably through a shifted log-sum-exp.
 
 Example:
     >>> import tadiff as td
@@ -14,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +24,7 @@ import numpy as np
 import tadiff as td
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.nn._functions import Addmm, CrossEntropy, GeluErf
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -71,46 +72,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                 f"linear: input has dtype {x.dtype} but {name} has dtype {other.dtype}; "
                 "convert one of them (e.g. model.to(np.float64) or x.to(np.float32))"
             )
-    return _addmm().apply(x, weight, bias)
-
-
-@functools.cache
-def _addmm() -> Any:
-    """``x @ weight.T + bias`` as one Function, built on first use (see ``_gelu_erf``).
-
-    One node instead of transpose, matmul and add: the bias is added in place and the weight
-    gradient comes out in the weight's own layout. The backward uses tadiff ops, so it can be
-    differentiated again.
-    """
-
-    class Addmm(td.autograd.Function):
-        """The backward node is named ``AddmmBackward``, after torch's ``AddmmBackward0``."""
-
-        @staticmethod
-        def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> np.ndarray:
-            ctx.save_for_backward(x, weight)
-            ctx.has_bias = bias is not None
-            out = x.data @ weight.data.T
-            if bias is not None:
-                out += bias.data
-            return out
-
-        @staticmethod
-        def backward(ctx: Any, grad: Tensor) -> tuple[Any, Any, Any]:
-            x, weight = ctx.saved_tensors
-            needs_x, needs_weight, needs_bias = ctx.needs_input_grad
-            needs_bias = needs_bias and ctx.has_bias
-            if td.is_grad_enabled():
-                # create_graph: tadiff ops, so that this backward is recorded and differentiable.
-                g, x, w, total = grad, x, weight, lambda rows: rows.sum(dim=0)
-            else:  # a plain backward pass: the same formulas on the raw arrays, less overhead
-                g, x, w, total = grad.data, x.data, weight.data, lambda rows: rows.sum(axis=0)
-            rows = g.reshape(-1, w.shape[0])
-            grad_x = g @ w if needs_x else None
-            grad_weight = rows.T @ x.reshape(-1, w.shape[1]) if needs_weight else None
-            return grad_x, grad_weight, total(rows) if needs_bias else None
-
-    return Addmm
+    return Addmm.apply(x, weight, bias)
 
 
 def relu(x: Tensor) -> Tensor:
@@ -128,38 +90,6 @@ def sigmoid(x: Tensor) -> Tensor:
     return _tensor(x, "sigmoid").sigmoid()
 
 
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-@functools.cache
-def _gelu_erf() -> Any:
-    """The exact GELU as a Function, built on first use (``tadiff.autograd`` imports ``nn``
-    lazily at most, so the class cannot be made while ``tadiff`` is still importing)."""
-
-    class GeluBackward(td.autograd.Function):
-        """``x * Phi(x)`` with the standard normal CDF ``Phi``. NumPy has no erf ufunc, so
-        ``math.erf`` runs per element: fine for the small models this layer is meant for."""
-
-        @staticmethod
-        def forward(ctx: Any, x: Tensor) -> np.ndarray:
-            data = x.data
-            cdf = (0.5 * (1.0 + _erf(data / math.sqrt(2.0)))).astype(data.dtype)
-            ctx.save_for_backward(x)
-            ctx.cdf = cdf
-            return data * cdf
-
-        @staticmethod
-        @td.autograd.once_differentiable
-        def backward(ctx: Any, grad: Any) -> np.ndarray:
-            (x,) = ctx.saved_tensors
-            data = x.data if isinstance(x, Tensor) else x
-            grad = grad.data if isinstance(grad, Tensor) else grad
-            pdf = (np.exp(-0.5 * data * data) / math.sqrt(2.0 * math.pi)).astype(data.dtype)
-            return grad * (ctx.cdf + data * pdf)
-
-    return GeluBackward
-
-
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit, ``x * Phi(x)``.
 
@@ -174,7 +104,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """
     x = _tensor(x, "gelu")
     if approximate == "none":
-        return _gelu_erf().apply(x)
+        return GeluErf.apply(x)
     if approximate == "tanh":
         inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
         return x * 0.5 * (inner.tanh() + 1.0)
@@ -417,61 +347,7 @@ def cross_entropy(
             f"cross_entropy: target dtype {t.dtype}; expected integer class indices or "
             "floating class probabilities"
         )
-    return _cross_entropy_fn().apply(input, q, class_axis, reduction, denominator)
-
-
-@functools.cache
-def _cross_entropy_fn() -> Any:
-    """``-sum_c q_c log_softmax(x)_c``, reduced, as one Function (built on first use).
-
-    One node instead of six (log_softmax, product, two sums, negation, division). Its gradient
-    ``(softmax(x) * sum_c q_c - q) * g`` is computed on arrays in a plain backward pass and with
-    tadiff ops under ``create_graph``, so the loss can be differentiated twice.
-    """
-
-    class CrossEntropy(td.autograd.Function):
-        """The backward node is named ``CrossEntropyBackward``."""
-
-        @staticmethod
-        def forward(
-            ctx: Any, x: Tensor, q: np.ndarray, axis: int, reduction: str, denominator: float
-        ) -> np.ndarray:
-            data = x.data
-            shifted = data - data.max(axis=axis, keepdims=True)
-            logp = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-            losses = -(q * logp).sum(axis=axis)
-            ctx.save_for_backward(x)
-            ctx.probs, ctx.q, ctx.axis = np.exp(logp), q, axis
-            ctx.reduction, ctx.denominator = reduction, denominator
-            if reduction == "none":
-                return losses
-            total = losses.sum()
-            if reduction == "mean":
-                with np.errstate(invalid="ignore", divide="ignore"):  # all ignored: nan (torch)
-                    total = total / denominator
-            return np.asarray(total, dtype=data.dtype)
-
-        @staticmethod
-        def backward(ctx: Any, grad: Tensor) -> tuple[Any, None, None, None, None]:
-            q, axis = ctx.q, ctx.axis
-            q_total = q.sum(axis=axis, keepdims=True)
-            shape = list(q.shape)
-            shape[axis] = 1
-            if ctx.reduction != "none":
-                shape = [1] * q.ndim
-            scale = 1.0
-            if ctx.reduction == "mean":
-                # Every target ignored: q is all zero, the loss nan and the gradient 0 (as torch).
-                scale = 1.0 / ctx.denominator if ctx.denominator else 0.0
-            if td.is_grad_enabled():  # create_graph: differentiable in x and in grad
-                (x,) = ctx.saved_tensors
-                probs = td.softmax(x, dim=axis)
-                g = grad.reshape(*shape) * scale
-                return (probs * Tensor(q_total) - Tensor(q)) * g, None, None, None, None
-            g = grad.data.reshape(shape) * scale
-            return (ctx.probs * q_total - q) * g, None, None, None, None
-
-    return CrossEntropy
+    return CrossEntropy.apply(input, q, class_axis, reduction, denominator)
 
 
 def _reduce_weighted(losses: Tensor, reduction: str, denominator: float) -> Tensor:

@@ -1,0 +1,134 @@
+"""The autograd Functions behind ``F.linear``, ``F.cross_entropy`` and the exact ``F.gelu``.
+
+``linear`` and ``cross_entropy`` are single graph nodes for speed (one node instead of three and
+six). Their backward runs on raw arrays in a plain backward pass and with tadiff ops when the
+pass is recorded (``create_graph``, detected as grad mode being on inside ``backward``), so they
+stay differentiable to any order. The node names follow torch where it has one
+(``AddmmBackward``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+import tadiff as td
+from tadiff.autograd.function import Function, once_differentiable
+from tadiff.autograd.grad_mode import is_grad_enabled
+from tadiff.autograd.tensor import Tensor
+
+
+class Addmm(Function):
+    """``x @ weight.T + bias``: x ``(..., in)``, weight ``(out, in)``, bias ``(out,)`` or None.
+
+    The bias is added in place, and the weight gradient is formed in the weight's own layout
+    (``g.T @ x``) instead of being transposed back.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> np.ndarray:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        out = x.data @ weight.data.T
+        if bias is not None:
+            out += bias.data
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Any, Any, Any]:
+        x, weight = ctx.saved_tensors
+        needs_x, needs_weight, needs_bias = ctx.needs_input_grad
+        if is_grad_enabled():  # create_graph: record this backward with tadiff ops
+            g, w = grad, weight
+            column_sum = lambda rows: rows.sum(dim=0)  # noqa: E731
+        else:  # a plain pass: the same formulas on the arrays, less overhead
+            g, x, w = grad.data, x.data, weight.data
+            column_sum = lambda rows: rows.sum(axis=0)  # noqa: E731
+        rows = g.reshape(-1, w.shape[0])
+        grad_x = g @ w if needs_x else None
+        grad_weight = rows.T @ x.reshape(-1, w.shape[1]) if needs_weight else None
+        grad_bias = column_sum(rows) if needs_bias and ctx.has_bias else None
+        return grad_x, grad_weight, grad_bias
+
+
+class CrossEntropy(Function):
+    """``-sum_c q_c log_softmax(x)_c`` over the class ``axis``, then reduced.
+
+    Args (of ``apply``):
+        x: logits.
+        q: the target weights, an array shaped like ``x`` (see ``F.cross_entropy``).
+        axis: the class axis.
+        reduction: ``"mean"`` (divide the sum by ``denominator``), ``"sum"`` or ``"none"``.
+        denominator: the ``"mean"`` divisor.
+
+    The gradient is ``(softmax(x) * sum_c q_c - q) * g``, scaled for the reduction.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: Tensor, q: np.ndarray, axis: int, reduction: str, denominator: float
+    ) -> np.ndarray:
+        data = x.data
+        shifted = data - data.max(axis=axis, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        losses = -(q * logp).sum(axis=axis)
+        ctx.save_for_backward(x)
+        ctx.probs, ctx.q, ctx.axis = np.exp(logp), q, axis
+        ctx.reduction, ctx.denominator = reduction, denominator
+        if reduction == "none":
+            return losses
+        total = losses.sum()
+        if reduction == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):  # all ignored: nan, as torch
+                total = total / denominator
+        return np.asarray(total, dtype=data.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Any, None, None, None, None]:
+        q, axis = ctx.q, ctx.axis
+        q_total = q.sum(axis=axis, keepdims=True)
+        shape = [1] * q.ndim
+        if ctx.reduction == "none":  # one gradient per element: broadcast along the classes
+            shape = list(q.shape)
+            shape[axis] = 1
+        scale = 1.0
+        if ctx.reduction == "mean":
+            # Every target ignored: q is all zero, the loss nan and the gradient 0 (as torch).
+            scale = 1.0 / ctx.denominator if ctx.denominator else 0.0
+        if is_grad_enabled():  # create_graph: differentiable in x and in grad
+            (x,) = ctx.saved_tensors
+            probs = td.softmax(x, dim=axis)
+            g = grad.reshape(*shape) * scale
+            return (probs * Tensor(q_total) - Tensor(q)) * g, None, None, None, None
+        g = grad.data.reshape(shape) * scale
+        return (ctx.probs * q_total - q) * g, None, None, None, None
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+class GeluErf(Function):
+    """``x * Phi(x)`` with the standard normal CDF ``Phi``, first order only.
+
+    NumPy has no erf ufunc, so ``math.erf`` runs per element: exact, but slow on large tensors
+    (``F.gelu(x, approximate="tanh")`` is vectorized and differentiable to any order).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> np.ndarray:
+        data = x.data
+        cdf = (0.5 * (1.0 + _erf(data / math.sqrt(2.0)))).astype(data.dtype)
+        ctx.save_for_backward(x)
+        ctx.cdf = cdf
+        return data * cdf
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Any) -> np.ndarray:
+        (x,) = ctx.saved_tensors
+        data = x.data if isinstance(x, Tensor) else x
+        grad = grad.data if isinstance(grad, Tensor) else grad
+        pdf = (np.exp(-0.5 * data * data) / math.sqrt(2.0 * math.pi)).astype(data.dtype)
+        return grad * (ctx.cdf + data * pdf)
