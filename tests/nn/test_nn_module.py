@@ -183,6 +183,9 @@ def test_registration_errors_are_clear():
     layer = nn.Linear(2, 2)
     with pytest.raises(DTypeError, match="cannot assign ndarray to parameter 'weight' of Linear"):
         layer.weight = np.ones((2, 2))
+    model = nn.Sequential(layer)
+    with pytest.raises(DTypeError, match="cannot assign int to submodule '0' of Sequential"):
+        setattr(model, "0", 3)
     with pytest.raises(InputError, match="is not a valid name"):
         layer.register_parameter("a.b", None)
     with pytest.raises(DTypeError, match="data must have a floating dtype"):

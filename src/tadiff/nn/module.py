@@ -159,7 +159,12 @@ class Module:
                     )
                 buffers[name] = value
                 return
-            if name in modules and value is None:
+            if name in modules:
+                if value is not None:
+                    raise DTypeError(
+                        f"cannot assign {type(value).__name__} to submodule {name!r} of "
+                        f"{type(self).__name__}: expected a Module or None"
+                    )
                 modules[name] = None
                 return
         object.__setattr__(self, name, value)
