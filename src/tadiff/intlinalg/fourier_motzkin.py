@@ -217,7 +217,7 @@ class _Row:
     many are tried first for removal, being the most likely to be redundant.
     """
 
-    __slots__ = ("coeffs", "const", "history", "support")
+    __slots__ = ("coeffs", "const", "history", "neg", "pos", "support")
 
     def __init__(self, coeffs: tuple[int, ...], const: int, history: frozenset[int]):
         g = math.gcd(*coeffs)
@@ -227,7 +227,10 @@ class _Row:
         self.coeffs = coeffs
         self.const = const if g else (0 if const >= 0 else -1)
         self.history = history
-        self.support = sum(1 << k for k, c in enumerate(coeffs) if c)
+        # Bit masks of the positive / negative coefficients, for a quick implication filter.
+        self.pos = sum(1 << k for k, c in enumerate(coeffs) if c > 0)
+        self.neg = sum(1 << k for k, c in enumerate(coeffs) if c < 0)
+        self.support = self.pos | self.neg
 
     @classmethod
     def from_affine(cls, a: Affine, index: dict[str, int], size: int, k: int) -> _Row:
@@ -294,35 +297,45 @@ def _drop_pair_implied(rows: list[_Row]) -> list[_Row]:
     """Remove rows R with ``R >= λ1 Q1 + λ2 Q2`` for kept rows Q1, Q2 and ``λ1, λ2 >= 0``."""
     # Try the most combined (most likely redundant) rows first; the order affects only size.
     order = sorted(rows, key=lambda r: (-len(r.history), -sum(map(abs, r.coeffs)), r.coeffs))
-    alive = {id(r): r for r in order}
+    alive = dict.fromkeys(order)
+    minors: dict[tuple[int, int], tuple[int, int, int]] = {}
     for r in order:
-        others = [q for q in alive.values() if q is not r]
-        if _implied_by_pair(r, others):
-            del alive[id(r)]
-    return [r for r in rows if id(r) in alive]
+        others = [q for q in alive if q is not r]
+        if _implied_by_pair(r, others, minors):
+            del alive[r]
+    return [r for r in rows if r in alive]
 
 
-def _implied_by_pair(r: _Row, others: list[_Row]) -> bool:
-    for i, q1 in enumerate(others):
-        for q2 in others[i + 1 :]:
-            if r.support & ~(q1.support | q2.support):
+def _implied_by_pair(r: _Row, others: list[_Row], minors: dict) -> bool:
+    for a, q1 in enumerate(others):
+        for q2 in others[a + 1 :]:
+            # λ1, λ2 >= 0: each positive (negative) coefficient of r needs a positive
+            # (negative) one in q1 or q2.
+            if r.pos & ~(q1.pos | q2.pos) or r.neg & ~(q1.neg | q2.neg):
                 continue
-            if _pair_implies(q1, q2, r):
+            key = (id(q1), id(q2))
+            minor = minors.get(key)
+            if minor is None:
+                minor = minors[key] = _minor(q1.coeffs, q2.coeffs)
+            if minor[2] and _pair_implies(q1, q2, r, minor):
                 return True
     return False
 
 
-def _pair_implies(q1: _Row, q2: _Row, r: _Row) -> bool:
-    c1, c2, cr = q1.coeffs, q2.coeffs, r.coeffs
-    # A 2×2 minor of (q1, q2) fixes λ1 = n1/det, λ2 = n2/det by Cramer's rule.
+def _minor(c1: tuple[int, ...], c2: tuple[int, ...]) -> tuple[int, int, int]:
+    """Coordinates ``(i, j)`` and determinant of a nonsingular 2×2 minor; det 0 if parallel."""
     i = next(t for t, x in enumerate(c1) if x)
-    det = 0
     for j in range(len(c1)):
         det = c1[i] * c2[j] - c1[j] * c2[i]
         if det:
-            break
-    if not det:
-        return False  # parallel rows: handled by the equal-linear-part rule
+            return i, j, det
+    return i, i, 0
+
+
+def _pair_implies(q1: _Row, q2: _Row, r: _Row, minor: tuple[int, int, int]) -> bool:
+    c1, c2, cr = q1.coeffs, q2.coeffs, r.coeffs
+    i, j, det = minor
+    # Cramer's rule on the minor: λ1 = n1/det, λ2 = n2/det; then check every coordinate.
     n1 = cr[i] * c2[j] - cr[j] * c2[i]
     n2 = c1[i] * cr[j] - c1[j] * cr[i]
     if det < 0:
