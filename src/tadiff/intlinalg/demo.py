@@ -57,4 +57,30 @@ def run(out: Callable[[str], None]) -> bool:
     out(f"  solutions by brute force over all {SIDE ** len(x_p)} box points: {len(brute)}")
     ok = via_nest == brute
     out("  check: " + ("loop nest == brute force" if ok else "MISMATCH with brute force"))
+    return _symbolic_rhs(out, solver) and ok
+
+
+def _symbolic_rhs(out: Callable[[str], None], solver: IntegerSolver) -> bool:
+    """The same box with b left symbolic, as the derivation does; counts checked for many b."""
+    sol = solver.solve_affine([Affine.variable("b")])
+    K = sol.kernel
+    zs = [f"z{k}" for k in range(len(K[0]))]
+    x = [x0 + Affine({z: K[i][k] for k, z in enumerate(zs)}) for i, x0 in enumerate(sol.particular)]
+    nest = fourier_motzkin([*x, *(SIDE - 1 - x_i for x_i in x)], zs)
+    out(f"  with b symbolic: x_p = I b = ({', '.join(map(str, sol.particular))}), bounds:")
+    for line in str(nest).splitlines():
+        out(f"    {line}")
+    counts = {b: 0 for b in range(-4 * SIDE, SIDE + 2)}  # all attainable b, and some more
+    for p in itertools.product(range(SIDE), repeat=len(x)):
+        b = sum(a * v for a, v in zip(A[0], p, strict=True))
+        if b in counts:
+            counts[b] += 1
+    ok = all(
+        sum(1 for _ in enumerate_points(nest, {"b": b})) == n and sol.is_solvable({"b": b})
+        for b, n in counts.items()
+    )
+    out(
+        f"  check: solution counts for every b in [{min(counts)}, {max(counts)}] "
+        + ("match brute force" if ok else "DO NOT match brute force")
+    )
     return ok
