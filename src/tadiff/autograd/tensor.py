@@ -6,8 +6,10 @@ of that node it is). Operations (``+``, ``exp``, ``sum``, indexing, ...) are def
 ``tadiff.ops`` and bound onto this class there, so this module holds only the record itself, the
 autograd entry points (``backward``, hooks, ``retain_grad``, ``detach``) and conversions.
 
-The class uses ``__slots__`` and keeps rarely used state (hooks, views, the leaf's gradient
-accumulator) in one lazily created ``_meta`` object, so creating a Tensor in an op is cheap.
+The class uses ``__slots__`` and keeps rarely used state (hooks, the leaf's gradient accumulator)
+in one lazily created ``_meta`` object, so creating a Tensor in an op is cheap. ``_vc`` is the
+version counter: a list ``[version]`` created on first need, shared with views as
+``[version, True]`` (the flag tells in-place ops that memory is shared).
 
 Example:
     >>> import tadiff as td
@@ -32,12 +34,10 @@ _ndarray = np.ndarray
 class _Meta:
     """Rarely used per-tensor state, created on first use."""
 
-    __slots__ = ("acc", "base", "has_views", "hooks", "retains_grad")
+    __slots__ = ("acc", "hooks", "retains_grad")
 
     def __init__(self) -> None:
         self.acc = None  # weakref to the leaf's AccumulateGrad node
-        self.base = None  # the Tensor whose memory a view shares
-        self.has_views = False  # some view shares this tensor's memory
         self.hooks = None  # leaf gradient hooks: list of callables
         self.retains_grad = False
 
@@ -128,9 +128,10 @@ class Tensor:
         return vc[0] if vc is not None else 0
 
     @property
-    def _base(self) -> Tensor | None:
-        """The tensor whose memory this view shares, or ``None``."""
-        return self._meta.base if self._meta is not None else None
+    def _is_view_related(self) -> bool:
+        """Whether this tensor is a view or has views (its counter is marked shared)."""
+        vc = self._vc
+        return vc is not None and len(vc) > 1
 
     def _get_meta(self) -> _Meta:
         meta = self._meta

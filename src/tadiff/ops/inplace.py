@@ -41,8 +41,7 @@ def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) 
                 f"a leaf Variable that requires grad is being used in an in-place operation "
                 f"({name}); wrap it in td.no_grad() or use the out-of-place op"
             )
-        meta = t._meta
-        if meta is not None and (meta.base is not None or meta.has_views):
+        if t._is_view_related:
             raise AutogradError(
                 f"{name} on a tensor that shares memory with a view, while recording the graph, "
                 "is not supported by tadiff (no CopySlices); use the out-of-place op"

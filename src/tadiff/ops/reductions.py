@@ -75,7 +75,7 @@ def sum(
     """
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    out = _reduce_out(np.sum(x.data, axis=dims, keepdims=keep), x)
+    out = _reduce_out(x.data.sum(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
         return record(d.SumBackward1, out, (x,), (), (x.data.shape, dims, keep))
     return _make(out)
@@ -87,7 +87,7 @@ def mean(
     """Mean over ``dim`` (all dims when None); same arguments as :func:`sum`."""
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    out = _reduce_out(np.mean(x.data, axis=dims, keepdims=keep), x)
+    out = _reduce_out(x.data.mean(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
         n = _count(x.data.shape, dims)
         return record(d.MeanBackward1, out, (x,), (), (x.data.shape, dims, keep, n))
@@ -165,7 +165,7 @@ def prod(
     of the other elements, not ``result / x``)."""
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    out = _reduce_out(np.prod(x.data, axis=dims, keepdims=keep), x)
+    out = _reduce_out(x.data.prod(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
         return record(d.ProdBackward1, out, (x,), (x,), (dims, keep))
     return _make(out)
@@ -353,8 +353,8 @@ def softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     if x.data.ndim == 0:
         out = np.ones((), x.data.dtype)
     else:
-        e = np.exp(x.data - np.amax(x.data, axis=axis_, keepdims=True)) if x.data.size else x.data
-        out = e / np.sum(e, axis=axis_, keepdims=True) if x.data.size else e.copy()
+        e = np.exp(x.data - x.data.max(axis=axis_, keepdims=True)) if x.data.size else x.data
+        out = e / e.sum(axis=axis_, keepdims=True) if x.data.size else e.copy()
     if x._rg and _state.enabled:
         return record(d.SoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
     return _make(out)
@@ -372,8 +372,8 @@ def log_softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     elif x.data.size == 0:
         out = x.data.copy()
     else:
-        shifted = x.data - np.amax(x.data, axis=axis_, keepdims=True)
-        out = shifted - np.log(np.sum(np.exp(shifted), axis=axis_, keepdims=True))
+        shifted = x.data - x.data.max(axis=axis_, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis=axis_, keepdims=True))
     if x._rg and _state.enabled:
         return record(d.LogSoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
     return _make(out)

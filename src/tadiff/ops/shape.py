@@ -34,20 +34,19 @@ from tadiff.ops._common import (
 
 
 def _as_view(out: Tensor, x: Tensor) -> Tensor:
-    """Mark ``out`` as a view of ``x``: shared version counter, base remembered."""
+    """Mark ``out`` as a view of ``x``: one version counter for both, flagged as shared."""
     vc = x._vc
     if vc is None:
-        vc = x._vc = [0]
+        vc = x._vc = [0, True]
+    elif len(vc) == 1:
+        vc.append(True)
     out._vc = vc
-    base = x._meta.base if x._meta is not None and x._meta.base is not None else x
-    out._get_meta().base = base
-    base._get_meta().has_views = True
     return out
 
 
 def _view_op(x: Tensor, data: np.ndarray, node: type, args: tuple[Any, ...]) -> Tensor:
     out = record(node, data, (x,), (), args) if x._rg and _state.enabled else _make(data)
-    if np.may_share_memory(data, x.data):
+    if data.base is not None:  # NumPy made a view of x's memory (reshape may have copied)
         _as_view(out, x)
     return out
 
