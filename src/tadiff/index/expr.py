@@ -115,18 +115,22 @@ class Cond:
 
     @staticmethod
     def ge(expr: Affine) -> Cond:
+        """``expr >= 0``."""
         return Cond("ge", _normal("ge", expr))
 
     @staticmethod
     def eq(expr: Affine) -> Cond:
+        """``expr == 0`` (a Kronecker delta)."""
         return Cond("eq", _normal("eq", expr))
 
     @staticmethod
     def ne(expr: Affine) -> Cond:
+        """``expr != 0``."""
         return Cond("ne", _normal("ne", expr))
 
     @staticmethod
     def mod(expr: Affine, modulus: int) -> Cond:
+        """``expr ≡ 0 (mod modulus)`` (an integrality condition)."""
         # reduce the coefficients modulo the modulus where they are integers: 2*i + 4 ≡ 2*i (mod 4)
         if expr.is_integral:
             coeffs = {name: int(c) % modulus for name, c in expr.items()}
