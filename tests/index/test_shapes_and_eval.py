@@ -158,6 +158,13 @@ def test_wrong_rank_missing_and_unexpected_arguments_and_dtype():
         f(x=np.ones(2, dtype=complex), w=np.ones(2))
 
 
+def test_torch_tensors_are_refused_with_a_clear_error():
+    torch = pytest.importorskip("torch")
+    f = define("y[i] = x[i]")
+    with pytest.raises(DTypeError, match="argument x of y: the reference evaluation takes NumPy"):
+        f(x=torch.ones(2, requires_grad=True))
+
+
 def test_printing_and_latex():
     f = define("z[i,j] = sum[k](x[i,k] * w[k,j])")
     assert str(f) == "z[i, j] = sum[k=0:x.shape[1]](x[i, k] * w[k, j])"

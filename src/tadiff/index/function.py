@@ -88,6 +88,12 @@ class TensorFunction:
             )
         out = {}
         for name in self.args:
+            if not isinstance(arrays[name], np.ndarray | np.generic | int | float | list | tuple):
+                raise DTypeError(
+                    f"argument {name} of {self.out_name}: the reference evaluation takes NumPy "
+                    f"arrays, got {type(arrays[name]).__name__} (convert with np.asarray; "
+                    "tensor support comes with the engine integration)"
+                )
             value = np.asarray(arrays[name])
             if value.dtype.kind not in "biuf":
                 raise DTypeError(
