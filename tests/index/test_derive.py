@@ -275,3 +275,16 @@ def test_divisibility_tightens_lower_bounds():
     text = str(define("y[i] = maximum(x[2*i], x[2*i+1])").grad("x"))
     assert "(p + 1) % 2 == 0 and p + 1 <= 2*dy.shape[0]," in text
     assert "p >= 1" not in text
+
+
+def test_one_derivation_serves_every_shape():
+    f = define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
+    grad = f.grad("x")  # derived once, sizes symbolic
+    rng = np.random.default_rng(9)
+    for xs, ws in [((1, 2, 7), (2, 2, 3)), ((2, 1, 10), (1, 1, 2)), ((1, 1, 5), (3, 1, 5))]:
+        arrays = {"x": rng.normal(size=xs), "w": rng.normal(size=ws)}
+        g = rng.normal(size=f(**arrays).shape)
+        np.testing.assert_allclose(
+            grad(**arrays, dy=g), scatter_vjp(f, arrays, "x", g), rtol=1e-12, atol=1e-12
+        )
+    assert f.grad("x") is grad
