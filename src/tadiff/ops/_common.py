@@ -91,6 +91,8 @@ def norm_dims(dim: Any, ndim: int) -> tuple[int, ...] | None:
     """Reduction dims as a sorted tuple of distinct non-negative ints, or None for all."""
     if dim is None:
         return None
+    if type(dim) is int and -ndim <= dim < ndim:  # the common case, without the general checks
+        return (dim % ndim,)
     dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
     out = tuple(sorted({norm_dim(d, ndim) for d in dims}))
     if ndim == 0:

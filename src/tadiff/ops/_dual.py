@@ -88,16 +88,58 @@ def _ones(n: int, dtype: np.dtype) -> np.ndarray:
     return ones
 
 
+def sum_leading(a: Any, k: int) -> np.ndarray | None:
+    """The sum over the first ``k`` axes of a C-contiguous float array, or None if not such.
+
+    NumPy adds leading-axis rows one after the other (no pairwise summation there either), so a
+    BLAS vector-matrix product with ones gives the same accuracy several times faster for the
+    small arrays an eager engine sees (bias gradients, ``sum(dim=0)``).
+    """
+    if k <= 0 or type(a) is not np.ndarray or a.dtype.kind != "f" or not a.flags.c_contiguous:
+        return None
+    rest = a.shape[k:]
+    rows = a.reshape(-1, math.prod(rest))
+    if rows.shape[0] == 0 or rows.shape[1] == 0:
+        return None
+    return (_ones(rows.shape[0], a.dtype) @ rows).reshape(rest)
+
+
+def broadcast_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only broadcast view like ``np.broadcast_to``, built directly from strides for
+    C-contiguous arrays (``np.broadcast_to`` costs microseconds of Python-level setup).
+
+    Raises:
+        ValueError: when ``a`` cannot be broadcast to ``shape``.
+    """
+    lead = len(shape) - a.ndim
+    if lead < 0 or not a.flags.c_contiguous or a.size == 0:
+        return np.broadcast_to(a, shape)
+    strides = [0] * lead
+    for n, want, stride in zip(a.shape, shape[lead:], a.strides, strict=True):
+        if n == want:
+            strides.append(stride)
+        elif n == 1:
+            strides.append(0)
+        else:
+            raise ValueError(f"cannot broadcast shape {a.shape} to {shape}")
+    view = np.ndarray(shape, a.dtype, buffer=a, strides=strides)
+    view.flags.writeable = False
+    return view
+
+
 def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
     gshape = g.shape  # ndarray or NumPy scalar: both have .shape and .sum
     if gshape == shape:
         return g
-    lead = len(gshape) - len(shape)
-    if lead > 0 and gshape[lead:] == shape and g.dtype.kind == "f" and g.flags.c_contiguous:
-        # Summing leading (batch) dims, e.g. a bias gradient: a BLAS vector-matrix product is
-        # several times faster than NumPy's strided add-reduction for small arrays.
-        rows = g.reshape(-1, math.prod(shape))
-        return (_ones(rows.shape[0], g.dtype) @ rows).reshape(shape)
+    # Fast path when the dims to sum form a leading block (a bias gradient; expand of a
+    # keepdim reduction): k leading dims of g, then shape's own leading 1s, then equal dims.
+    k = len(gshape) - len(shape)
+    while k < len(gshape) and shape[k - len(gshape) + len(shape)] == 1 and gshape[k] != 1:
+        k += 1
+    if gshape[k:] == shape[k - len(gshape) + len(shape) :]:
+        fast = sum_leading(g, k)
+        if fast is not None:
+            return fast.reshape(shape)
     return g.sum(axis=_reduced_axes(gshape, shape), keepdims=True).reshape(shape)
 
 
@@ -108,11 +150,11 @@ _SMALL = 4096
 def _broadcast(g: Any, shape: tuple[int, ...]) -> Any:
     if g.shape == shape:
         return g
-    if math.prod(shape) <= _SMALL:
+    if math.prod(shape) <= _SMALL or type(g) is not np.ndarray:
         out = np.empty(shape, np.result_type(g))
         out[...] = g
         return out
-    return np.broadcast_to(g, shape)
+    return broadcast_view(g, shape)
 
 
 def _unreduce(g: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> Any:

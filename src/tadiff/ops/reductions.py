@@ -31,6 +31,7 @@ from tadiff.ops._common import (
     pick_axis,
     record,
 )
+from tadiff.ops._dual import keepdim_shape, sum_leading
 
 #: What ``max(dim)``/``min(dim)`` return, like torch's ``torch.return_types.max``.
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -75,7 +76,13 @@ def sum(
     """
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    out = _reduce_out(x.data.sum(axis=dims, keepdims=keep), x)
+    out = None
+    if dims is not None and dims == tuple(range(len(dims))):  # leading dims: BLAS fast path
+        out = sum_leading(x.data, len(dims))
+        if out is not None and keep:
+            out = out.reshape(keepdim_shape(x.data.shape, dims))
+    if out is None:
+        out = _reduce_out(x.data.sum(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
         return record(d.SumBackward1, out, (x,), (), (x.data.shape, dims, keep))
     return _make(out)

@@ -31,6 +31,7 @@ from tadiff.ops._common import (
     record,
     record_multi,
 )
+from tadiff.ops._dual import broadcast_view
 
 
 def _as_view(out: Tensor, x: Tensor) -> Tensor:
@@ -157,7 +158,7 @@ def broadcast_to(x: Tensor, shape: Any) -> Tensor:
     x = as_tensor(x)
     shape = _shape_arg((shape,)) if not isinstance(shape, int) else (shape,)
     try:
-        data = np.broadcast_to(x.data, shape)
+        data = broadcast_view(x.data, shape)
     except ValueError:
         raise ShapeError(f"cannot broadcast a tensor of shape {x.data.shape} to {shape}") from None
     return _view_op(x, data, d.ExpandBackward0, (x.data.shape,))
