@@ -137,6 +137,8 @@ def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
     while k < len(gshape) and shape[k - len(gshape) + len(shape)] == 1 and gshape[k] != 1:
         k += 1
     if gshape[k:] == shape[k - len(gshape) + len(shape) :]:
+        if math.prod(gshape[:k]) == 1:  # nothing to add up: only size-1 dims go away
+            return g.reshape(shape)
         fast = sum_leading(g, k)
         if fast is not None:
             return fast.reshape(shape)

@@ -22,6 +22,7 @@ import numpy as np
 from tadiff.errors import DTypeError, IndexingError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
+from tadiff.ops.shape import _as_view
 
 _BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
 
@@ -32,6 +33,10 @@ def _normalize_key(key: Any) -> tuple[tuple[Any, ...], bool]:
     out = []
     basic = True
     for k in parts:
+        kind = type(k)
+        if kind is slice or kind is int:  # the common cases first
+            out.append(k)
+            continue
         if isinstance(k, Tensor):
             k = k.data
         elif isinstance(k, list):
@@ -61,18 +66,18 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     Basic indexing returns a view (shared memory, like torch); advanced indexing copies.
     """
     key, basic = _normalize_key(key)
-    data = np.asarray(_index(x.data, key))
+    data = _index(x.data, key)
     if x._rg and _state.enabled:
-        if basic:
-            node = d.SelectBackward0 if all(isinstance(k, int) for k in key) else d.SliceBackward0
-        else:
+        if not basic:
             node = d.IndexBackward0
+        elif all(type(k) is int for k in key):
+            node = d.SelectBackward0
+        else:
+            node = d.SliceBackward0
         out = record(node, data, (x,), (), (x.data.shape, key))
     else:
         out = _make(data)
     if basic:
-        from tadiff.ops.shape import _as_view
-
         _as_view(out, x)
     return out
 

@@ -360,8 +360,10 @@ def softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     if x.data.ndim == 0:
         out = np.ones((), x.data.dtype)
     else:
-        e = np.exp(x.data - x.data.max(axis=axis_, keepdims=True)) if x.data.size else x.data
-        out = e / e.sum(axis=axis_, keepdims=True) if x.data.size else e.copy()
+        out = x.data - x.data.max(axis=axis_, keepdims=True) if x.data.size else x.data.copy()
+        if x.data.size:  # in place on the one temporary: softmax runs on every attention step
+            np.exp(out, out=out)
+            out /= out.sum(axis=axis_, keepdims=True)
     if x._rg and _state.enabled:
         return record(d.SoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
     return _make(out)

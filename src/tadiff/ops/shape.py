@@ -156,7 +156,8 @@ def expand(x: Tensor, *sizes: Any) -> Tensor:
 def broadcast_to(x: Tensor, shape: Any) -> Tensor:
     """A read-only broadcast view of ``x`` with ``shape``; gradients are summed back."""
     x = as_tensor(x)
-    shape = _shape_arg((shape,)) if not isinstance(shape, int) else (shape,)
+    if type(shape) is not tuple:
+        shape = _shape_arg((shape,)) if not isinstance(shape, int) else (shape,)
     try:
         data = broadcast_view(x.data, shape)
     except ValueError:
