@@ -179,3 +179,9 @@ CASES += [
     *_cases("tril", lambda m, a: m.tril(a) ** 2, [((3, 3),), ((2, 4, 3),)]),
     *_cases("iterate", lambda m, a: [r for r in a][1] * 3, [((3, 2),)]),
 ]
+
+CASES += [
+    *_cases("expand_of_slice", lambda m, a: a[1:3].expand(2, 2, 3) * 2, [((4, 1),)]),
+    *_cases("sum_leading_dims", lambda m, a: m.sum(a[1:], dim=(0, 1)) ** 2, [((3, 2, 4),)]),
+    *_cases("bias_like", lambda m, a, b: (a + b) * a, [((5, 4), (4,)), ((2, 3, 4), (1, 4))]),
+]

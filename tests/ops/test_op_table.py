@@ -68,3 +68,21 @@ def test_float32_graph_keeps_float32(case):
         if isinstance(s, td.Tensor) and s.requires_grad:
             for g in td.autograd.grad(s, xs, allow_unused=True):
                 assert g is None or g.dtype == np.float32
+
+
+def test_large_tensors_take_the_view_paths_and_match_torch():
+    # above the small-array threshold, broadcasts in backward are strided views, not copies
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((80, 70))
+
+    def fn(m, t):
+        return (m.mean(t, dim=0, keepdim=True).expand(80, 70) * t).sum() + m.logsumexp(
+            t, dim=1
+        ).sum()
+
+    ours = td.tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    fn(td, ours).backward()
+    fn(torch, theirs).backward()
+    np.testing.assert_allclose(ours.grad.data, theirs.grad.numpy(), rtol=1e-10)
+    assert td.autograd.gradcheck(lambda t: fn(td, t), (ours,), fast_mode=True)
