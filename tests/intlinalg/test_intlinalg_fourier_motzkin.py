@@ -148,6 +148,22 @@ def test_parametric_nest_enumerates_exactly_the_integer_points(system):
     assert size <= plain_size
 
 
+@settings(max_examples=150, deadline=None)
+@given(parametric_systems(), st.data())
+def test_systems_made_empty_by_a_contradicting_row_are_infeasible(system, data):
+    # Adding -(R1 + R2) - 1 >= 0 to rows R1, R2 makes the system empty even over the rationals
+    # (the three rows sum to -1 >= 0), for every parameter value: FM must say so, not raise.
+    rows, order, pars, _ = system
+    r1, r2 = data.draw(st.lists(st.sampled_from(rows), min_size=2, max_size=2))
+    rows = [*rows, -(r1 + r2) - 1]
+    data.draw(st.randoms()).shuffle(rows)
+    nest = fourier_motzkin(rows, order)
+    for pv in itertools.product(range(-3, 4), repeat=len(pars)):
+        params = dict(zip(pars, pv, strict=True))
+        assert not nest.is_feasible(params)
+        assert list(enumerate_points(nest, params)) == []
+
+
 def test_empty_systems_have_a_false_condition_and_no_points():
     z, n = Affine.variable("z"), Affine.variable("n")
     never = fourier_motzkin([z - n, n - 1 - z], ["z"])  # n <= z <= n - 1
