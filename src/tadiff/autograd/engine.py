@@ -184,49 +184,63 @@ def _execute(
     try:
         if targets is None:
             _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly)
-            return captured
-        while ready:
-            node = ready.pop()
-            grads = buffers.pop(node, None)
-            outs = None
-            if grads is not None:
-                if node._extra is not None:
-                    grads = run_pre_hooks(node, grads, create_graph)
-                if node in target_nodes:
-                    for nr in target_nodes[node]:
-                        captured[(node, nr)] = grads if node._n_outputs == 1 else grads[nr]
-                    run = (run_targets and type(node) is AccumulateGrad) or any(
-                        n in needed for n, _ in node.next_functions
-                    )
-                else:
-                    run = needed is None or node in needed
-                if run:
-                    outs = node._apply(grads, create_graph)
-                    if anomaly:
-                        _check_nan(node, outs)
-                    if node._extra is not None and node._extra.hooks:
-                        outs = run_post_hooks(node, outs, grads, create_graph)
-                    if not keep_graph:
-                        node._release()
-            edges = node.next_functions
-            for (nxt, nr), g in zip(
-                edges, outs if outs is not None else _nones(edges), strict=True
-            ):
-                if nxt is None or (needed is not None and nxt not in needed):
-                    continue
-                if g is not None:
-                    if nxt._n_outputs == 1:
-                        old = buffers.get(nxt)
-                        buffers[nxt] = g if old is None else old + g
-                    else:
-                        _add_grad(buffers, nxt, nr, g)
-                count = deps[nxt] - 1
-                deps[nxt] = count
-                if count == 0:
-                    ready.append(nxt)
+        else:
+            _run_targeted(
+                ready, buffers, deps, keep_graph, create_graph, anomaly,
+                target_nodes, needed, captured, run_targets,
+            )  # fmt: skip
     finally:
         _state.enabled = previous_mode
     return captured
+
+
+def _run_targeted(
+    ready: list[Node],
+    buffers: dict[Node, Any],
+    deps: dict[Node, int],
+    keep_graph: bool,
+    create_graph: bool,
+    anomaly: bool,
+    target_nodes: dict[Node, list[int]],
+    needed: set[Node],
+    captured: dict[tuple[Node, int], Any],
+    run_targets: bool,
+) -> None:
+    """The pass of ``grad()``/``backward(inputs=)``: only nodes leading to a target run, and
+    the gradient arriving at each target is captured."""
+    while ready:
+        node = ready.pop()
+        grads = buffers.pop(node, None)
+        outs = None
+        if grads is not None:
+            if node._extra is not None:
+                grads = run_pre_hooks(node, grads, create_graph)
+            if node in target_nodes:
+                for nr in target_nodes[node]:
+                    captured[(node, nr)] = grads if node._n_outputs == 1 else grads[nr]
+                run = (run_targets and type(node) is AccumulateGrad) or any(
+                    n in needed for n, _ in node.next_functions
+                )
+            else:
+                run = node in needed
+            if run:
+                outs = node._apply(grads, create_graph)
+                if anomaly:
+                    _check_nan(node, outs)
+                if node._extra is not None and node._extra.hooks:
+                    outs = run_post_hooks(node, outs, grads, create_graph)
+                if not keep_graph:
+                    node._release()
+        edges = node.next_functions
+        for (nxt, nr), g in zip(edges, outs if outs is not None else _nones(edges), strict=True):
+            if nxt is None or nxt not in needed:
+                continue
+            if g is not None:
+                _add_grad(buffers, nxt, nr, g)
+            count = deps[nxt] - 1
+            deps[nxt] = count
+            if count == 0:
+                ready.append(nxt)
 
 
 def _run_all(
