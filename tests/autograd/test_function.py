@@ -220,3 +220,24 @@ def test_forward_runs_under_no_grad_and_without_recording_when_not_needed():
     assert inside["mode"] is False and out.grad_fn is None and not out.requires_grad
     with td.no_grad():
         assert Probe.apply(td.ones(2, requires_grad=True)).grad_fn is None
+
+
+def test_non_tensor_outputs_pass_through_and_get_none_gradients():
+    seen = {}
+
+    class WithCount(td.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.data * 2, 7
+
+        @staticmethod
+        def backward(ctx, g, g_count):
+            seen["g_count"] = g_count
+            return g * 2
+
+    x = td.tensor([1.0, 2.0], requires_grad=True)
+    y, count = WithCount.apply(x)
+    assert count == 7
+    y.sum().backward()
+    assert seen["g_count"] is None
+    np.testing.assert_array_equal(x.grad.data, [2.0, 2.0])

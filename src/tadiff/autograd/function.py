@@ -227,8 +227,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
     )
     ctx._n_outputs = len(outs)
     ctx._out_meta = tuple(
-        (o.data.shape, o.data.dtype) if isinstance(o, Tensor) else ((), np.dtype(np.float32))
-        for o in outs
+        (o.data.shape, o.data.dtype) if isinstance(o, Tensor) else None for o in outs
     )
     for k, o in enumerate(outs):
         if isinstance(o, Tensor) and id(o) not in ctx._non_diff and o.data.dtype.kind in "fc":

@@ -351,9 +351,9 @@ class MultiOutputNode(Node):
 
     def _zeros_for_missing(self, grads: list[Any], create_graph: bool) -> list[Any]:
         filled = []
-        for g, (shape, dtype) in zip(grads, self._out_meta, strict=True):
-            if g is None:
-                g = np.zeros(shape, dtype)
+        for g, meta in zip(grads, self._out_meta, strict=True):
+            if g is None and meta is not None:  # None meta: an output that is not a Tensor
+                g = np.zeros(*meta)
                 if create_graph:
                     g = _make(g)
             filled.append(g)
