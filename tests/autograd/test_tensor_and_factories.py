@@ -1,0 +1,82 @@
+"""Tensor basics and factories: dtypes like torch, copies, seeds, repr, properties."""
+
+import numpy as np
+import pytest
+
+import tadiff as td
+from tadiff.errors import AutogradError, DTypeError, InputError
+
+
+def test_factory_dtypes_follow_torch_defaults_and_arrays_keep_theirs():
+    assert td.tensor([1.0, 2.0]).dtype == np.float32
+    assert td.tensor([1, 2]).dtype == np.int64
+    assert td.tensor(np.zeros(2)).dtype == np.float64
+    assert td.tensor([True]).dtype == np.bool_
+    assert td.zeros(2, 3).dtype == np.float32 and td.zeros(2, 3).shape == (2, 3)
+    assert td.ones((2, 3), dtype="float64").dtype == np.float64
+    assert td.full((2,), 3).dtype == np.int64 and td.full((2,), 3.5).dtype == np.float32
+    assert td.arange(4).dtype == np.int64 and td.arange(0.0, 1.0, 0.25).shape == (4,)
+    np.testing.assert_array_equal(td.linspace(0, 1, 5).data, np.linspace(0, 1, 5, dtype=np.float32))
+    np.testing.assert_array_equal(td.eye(2, 3).data, np.eye(2, 3))
+
+
+def test_tensor_copies_its_input():
+    a = np.zeros(2)
+    t = td.tensor(a)
+    a[0] = 5
+    assert t.data[0] == 0
+
+
+def test_manual_seed_makes_rand_reproducible():
+    td.manual_seed(3)
+    a, b = td.rand(3), td.randn(2, 2)
+    td.manual_seed(3)
+    np.testing.assert_array_equal(a.data, td.rand(3).data)
+    np.testing.assert_array_equal(b.data, td.randn(2, 2).data)
+    assert td.randn_like(b).shape == (2, 2) and td.rand_like(a).dtype == np.float32
+
+
+def test_like_factories_take_shape_and_dtype():
+    x = td.tensor(np.ones((2, 3)), requires_grad=True)
+    z = td.zeros_like(x)
+    assert z.shape == (2, 3) and z.dtype == np.float64 and not z.requires_grad
+    assert td.ones_like(x, requires_grad=True).requires_grad
+    assert td.full_like(x, 7).data.max() == 7
+
+
+def test_repr_like_torch():
+    assert repr(td.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert repr(td.tensor(1.0, requires_grad=True)) == "tensor(1., requires_grad=True)"
+    assert repr(td.tensor([1.0], dtype="float64")) == "tensor([1.], dtype=float64)"
+    x = td.tensor(2.0, requires_grad=True)
+    assert repr(x * x) == "tensor(4., grad_fn=<MulBackward0>)"
+
+
+def test_properties_and_conversions():
+    x = td.tensor([[1.0, 2.0, 3.0]])
+    assert x.shape == (1, 3) and x.ndim == 2 and x.numel() == 3 and x.size(1) == 3
+    assert x.dim() == 2 and len(x) == 1 and x.device == "cpu"
+    assert x.tolist() == [[1.0, 2.0, 3.0]] and float(x[0, 1]) == 2.0
+    assert np.asarray(x, dtype=np.float64).dtype == np.float64
+    assert [r.tolist() for r in td.tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
+
+
+def test_requires_grad_rules():
+    x = td.tensor([1.0])
+    assert x.requires_grad_() is x and x.requires_grad and x.is_leaf
+    y = x * 2
+    with pytest.raises(AutogradError, match="only change requires_grad flags of leaf"):
+        y.requires_grad_(False)
+    with pytest.raises(DTypeError, match="floating point dtype"):
+        td.arange(3).requires_grad_()
+    d = y.detach()
+    assert d.is_leaf and not d.requires_grad and d.data is y.data
+
+
+def test_factory_errors():
+    with pytest.raises(InputError, match="negative dimension"):
+        td.zeros(-1)
+    with pytest.raises(InputError, match="step must be nonzero"):
+        td.arange(0, 1, 0)
+    with pytest.raises(DTypeError, match="unknown dtype"):
+        td.zeros(2, dtype="notatype")
