@@ -101,3 +101,76 @@ def test_advanced_indexing_with_repeats_accumulates_like_torch(idx, seed):
     (tx[idx] * td.tensor(w)).sum().backward()
     (px[idx] * torch.tensor(w)).sum().backward()
     np.testing.assert_allclose(tx.grad.data, px.grad.numpy())
+
+
+@st.composite
+def _einsum_problems(draw):
+    letters = "abcd"
+    sizes = {c: draw(st.integers(1, 3)) for c in letters}
+    n_ops = draw(st.integers(1, 3))
+    specs = [
+        "".join(draw(st.lists(st.sampled_from(letters), min_size=0, max_size=3)))
+        for _ in range(n_ops)
+    ]
+    used = sorted(set("".join(specs)))
+    out = "".join(draw(st.permutations(used))[: draw(st.integers(0, len(used)))])
+    shapes = [tuple(sizes[c] for c in s) for s in specs]
+    return ",".join(specs) + "->" + out, shapes
+
+
+@_SETTINGS
+@given(problem=_einsum_problems(), seed=st.integers(0, 100))
+def test_random_einsum_equations_match_torch(problem, seed):
+    equation, shapes = problem
+    xs = [_values(s, seed + i) for i, s in enumerate(shapes)]
+    ours = [td.tensor(x, requires_grad=True) for x in xs]
+    theirs = [torch.tensor(x, requires_grad=True) for x in xs]
+    out = td.einsum(equation, *ours)
+    ref = torch.einsum(equation, *theirs)
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    v = _values(out.shape, seed + 9)
+    grads = td.autograd.grad(out, ours, td.tensor(v))
+    refs = torch.autograd.grad(ref, theirs, torch.tensor(v), allow_unused=True)
+    for g, r, x in zip(grads, refs, xs, strict=True):
+        expected = np.zeros(x.shape) if r is None else r.numpy()
+        np.testing.assert_allclose(g.data, expected, rtol=1e-10, atol=1e-12)
+
+
+_SMOOTH = {
+    "sin": lambda m, x: m.sin(x),
+    "tanh": lambda m, x: m.tanh(x),
+    "sigmoid": lambda m, x: m.sigmoid(x),
+    "square": lambda m, x: x * x,
+    "softplus": lambda m, x: m.log1p(m.exp(x)),
+    "softmax": lambda m, x: m.softmax(x, dim=-1),
+    "logsumexp": lambda m, x: m.logsumexp(x, dim=-1, keepdim=True) - x,
+    "norm": lambda m, x: x / m.norm(x, dim=-1, keepdim=True),
+    "matmul": lambda m, x: x @ x.mT,
+    "cumulate": lambda m, x: m.cat([x[..., :1], x[..., 1:] + x[..., :-1]], dim=-1),
+    "var": lambda m, x: x - x.var(dim=0, keepdim=True),
+    "prod": lambda m, x: x.prod(dim=-1, keepdim=True) + x,
+}
+
+
+@_SETTINGS
+@given(
+    names=st.lists(st.sampled_from(sorted(_SMOOTH)), min_size=1, max_size=4),
+    seed=st.integers(0, 1000),
+)
+def test_hessian_vector_products_of_random_compositions_match_torch(names, seed):
+    x = _values((2, 3, 3), seed) * 0.5
+    v = _values((2, 3, 3), seed + 1)
+
+    def f(m, t):
+        for name in names:
+            t = _SMOOTH[name](m, t)
+        return (t * t).sum()
+
+    ours = td.tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    (g,) = td.autograd.grad(f(td, ours), ours, create_graph=True)
+    (rg,) = torch.autograd.grad(f(torch, theirs), theirs, create_graph=True)
+    np.testing.assert_allclose(g.data, rg.detach().numpy(), rtol=1e-8, atol=1e-10)
+    (h,) = td.autograd.grad((g * td.tensor(v)).sum(), ours)
+    (rh,) = torch.autograd.grad((rg * torch.tensor(v)).sum(), theirs)
+    np.testing.assert_allclose(h.data, rh.numpy(), rtol=1e-7, atol=1e-9)
