@@ -39,8 +39,15 @@ class OpNode(Node):
         F = GRAPH if create_graph else ARRAY
         values = (*self._unpack(create_graph), *self._args) if self._saved else self._args
         edges = self.next_functions
-        if len(edges) == 1:  # the common case, without the loop machinery
+        n = len(edges)
+        if n == 1:  # the common cases, without the loop machinery
             return [self.vjps[0](F, g, *values)]
+        if n == 2:
+            f0, f1 = self.vjps
+            return [
+                None if f0 is None or edges[0][0] is None else f0(F, g, *values),
+                None if f1 is None or edges[1][0] is None else f1(F, g, *values),
+            ]
         return [
             None if edge[0] is None or fn is None else fn(F, g, *values)
             for fn, edge in zip(self.vjps, edges, strict=True)
