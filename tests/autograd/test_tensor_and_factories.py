@@ -69,6 +69,8 @@ def test_requires_grad_rules():
         y.requires_grad_(False)
     with pytest.raises(DTypeError, match="floating point dtype"):
         td.arange(3).requires_grad_()
+    with pytest.raises(DTypeError, match="real floating point"):
+        td.tensor(np.ones(2, np.complex128), requires_grad=True)
     d = y.detach()
     assert d.is_leaf and not d.requires_grad and d.data is y.data
 

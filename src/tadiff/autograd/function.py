@@ -230,7 +230,7 @@ def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> 
         (o.data.shape, o.data.dtype) if isinstance(o, Tensor) else None for o in outs
     )
     for k, o in enumerate(outs):
-        if isinstance(o, Tensor) and id(o) not in ctx._non_diff and o.data.dtype.kind in "fc":
+        if isinstance(o, Tensor) and id(o) not in ctx._non_diff and o.data.dtype.kind == "f":
             o.grad_fn = ctx
             o._output_nr = k
             o._rg = True

@@ -103,9 +103,11 @@ class Tensor:
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach()."
             )
-        if requires_grad and self.data.dtype.kind not in "fc":
+        if requires_grad and self.data.dtype.kind != "f":
+            # complex tensors are refused too: the VJP table has no conjugates (Wirtinger
+            # calculus), so their gradients would be silently wrong
             raise DTypeError(
-                "only Tensors of floating point dtype can require gradients; "
+                "only Tensors of real floating point dtype can require gradients in tadiff; "
                 f"this tensor has dtype {self.data.dtype}"
             )
         self._rg = bool(requires_grad)

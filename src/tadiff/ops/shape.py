@@ -389,7 +389,7 @@ def to(x: Tensor, dtype: Any) -> Tensor:
     if target == x.data.dtype:
         return x
     data = x.data.astype(target)
-    if x._rg and _state.enabled and target.kind in "fc":
+    if x._rg and _state.enabled and target.kind == "f":
         return record(d.ToCopyBackward0, data, (x,), (), (x.data.dtype,))
     return _make(data)
 
