@@ -241,3 +241,23 @@ def test_non_tensor_outputs_pass_through_and_get_none_gradients():
     y.sum().backward()
     assert seen["g_count"] is None
     np.testing.assert_array_equal(x.grad.data, [2.0, 2.0])
+
+
+def test_incoming_gradient_has_the_output_dtype_in_a_mixed_dtype_graph():
+    seen = {}
+
+    class Probe(td.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.data * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen["dtype"] = g.dtype
+            return g * 2
+
+    x = td.tensor([1.0, 2.0], requires_grad=True)  # float32
+    y = Probe.apply(x) * td.tensor([1.0, 1.0], dtype="float64")  # consumer is float64
+    y.sum().backward()
+    assert seen["dtype"] == np.float32 and x.grad.dtype == np.float32
+    np.testing.assert_array_equal(x.grad.data, [2.0, 2.0])

@@ -96,9 +96,15 @@ class BackwardCFunction(MultiOutputNode):
         slots = list(grads) if self._n_outputs != 1 else [grads]
         if self._materialize:
             slots = self._zeros_for_missing(slots, create_graph)
-        as_tensors = [
-            None if g is None else (g if type(g) is Tensor else _make(np.asarray(g))) for g in slots
-        ]
+        as_tensors = []
+        for g, meta in zip(slots, self._out_meta, strict=True):
+            if g is not None:
+                g = g if type(g) is Tensor else _make(np.asarray(g))
+                if meta is not None and g.data.dtype != meta[1]:
+                    # a wider-dtype consumer (float64 after a float32 output) sent its own
+                    # dtype: backward sees the dtype of the output it belongs to, as in torch
+                    g = g.to(meta[1])
+            as_tensors.append(g)
         result = fn.backward(self, *as_tensors)
         if not isinstance(result, tuple):
             result = (result,)
