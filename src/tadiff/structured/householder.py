@@ -436,10 +436,11 @@ def _sequential_backward(V: Any, Y: Any, G: Any, *, transpose: bool = False) -> 
     for i in order:
         v = V[i]
         c = 2.0 / (v @ v)
-        Y = Y - c * v[:, None] * (v @ Y)[None, :]  # input of reflector i
+        cv = (c * v)[:, None]
+        Y = Y - cv * (v @ Y)[None, :]  # input of reflector i
         u, r = v @ Y, v @ G
-        gV[i] = c * c * (r @ u) * v - c * (G @ u + Y @ r)
-        G = G - c * v[:, None] * r[None, :]
+        gV[i] = (c * (r @ u)) * cv[:, 0] - c * (G @ u + Y @ r)
+        G = G - cv * r[None, :]
     return gV, G
 
 
@@ -475,7 +476,7 @@ def householder_sequential(V: Any, X: Any, *, transpose: bool = False) -> Any:
     rows = list(xp.unbind(V, 0)) if hasattr(xp, "unbind") else list(V)
     Y = X
     for v in rows if transpose else reversed(rows):
-        Y = Y - (2.0 / (v @ v)) * v[:, None] * (v @ Y)[..., None, :]
+        Y = Y - ((2.0 / (v @ v)) * v)[:, None] * (v @ Y)[..., None, :]
     return Y
 
 
