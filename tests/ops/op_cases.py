@@ -185,3 +185,45 @@ CASES += [
     *_cases("sum_leading_dims", lambda m, a: m.sum(a[1:], dim=(0, 1)) ** 2, [((3, 2, 4),)]),
     *_cases("bias_like", lambda m, a, b: (a + b) * a, [((5, 4), (4,)), ((2, 3, 4), (1, 4))]),
 ]
+
+# more shapes (including zero-size) for ops listed above with a single shape
+CASES += [
+    *_cases("sum_dims_keep", lambda m, a: m.sum(a, dim=(0, 2), keepdim=True), [((3, 1, 2),), ((0, 2, 2),)]),  # noqa: E501
+    *_cases("var_biased", lambda m, a: m.var(a, dim=0, correction=0), [((3,),), ((2, 3, 2),)]),
+    *_cases("std_dim", lambda m, a: a.std(dim=(0, 1), keepdim=True), [((3, 2),)]),
+    *_cases("amax", lambda m, a: m.amax(a, dim=(0, 2)), [((3, 1, 4),), ((2, 0, 3),)]),
+    *_cases("amin", lambda m, a: m.amin(a, dim=1, keepdim=True), [((4, 3),), ((0, 3),)]),
+    *_cases("min_dim_keep", lambda m, a: a.min(dim=0, keepdim=True).values, [((2, 3, 2),), ((1, 4),)]),  # noqa: E501
+    *_cases("max_dim", lambda m, a: a.max(dim=-1).values, [((0, 3),)]),
+    *_cases("logsumexp_all", lambda m, a: m.logsumexp(a, dim=(0, 1)), [((2, 3, 2),)]),
+    *_cases("norm_dim", lambda m, a: m.norm(a, dim=1), [((0, 3),)]),
+    *_cases("log_softmax", lambda m, a: m.log_softmax(a, dim=1), [((0, 3),), ((1, 1),)]),
+    *_cases("flatten", lambda m, a: m.flatten(a, 1) * 2, [((2, 3),), ((2, 0, 3),)]),
+    *_cases("transpose", lambda m, a: a.transpose(0, 1) * 2, [((3, 2),), ((0, 2),)]),
+    *_cases("permute", lambda m, a: a.permute(1, 0) * a.permute(1, 0), [((2, 3),), ((2, 0),)]),
+    *_cases("T", lambda m, a: a.T @ a, [((3, 1),), ((0, 2),)]),
+    *_cases("mT", lambda m, a: a.mT @ a, [((3, 2),), ((2, 0, 2),)]),
+    *_cases("squeeze", lambda m, a: a.squeeze(1) * 2, [((0, 1),)]),
+    *_cases("unsqueeze", lambda m, a: a.unsqueeze(-1) * a.unsqueeze(0), [((0,),)]),
+    *_cases("split", lambda m, a: m.split(a, 2, dim=0)[0] * 3, [((3, 2),), ((2, 0),)]),
+    *_cases("split_sizes", lambda m, a: m.split(a, [0, 2, 1], dim=1)[1] ** 2, [((2, 3),)]),
+    *_cases("chunk", lambda m, a: m.chunk(a, 2, -1)[1] * m.chunk(a, 2, -1)[0], [((2, 4),)]),
+    *_cases("unbind", lambda m, a: m.unbind(a, 0)[1] * m.unbind(a, 0)[0], [((2, 3, 2),)]),
+    *_cases("flip", lambda m, a: m.flip(a, (0, 2)) * a, [((2, 2, 3),), ((0, 2, 1),)]),
+    *_cases("slice", lambda m, a: a[::-1][..., 1:] ** 2 if m.__name__ == "tadiff" else m.flip(a, (0,))[..., 1:] ** 2, [((3, 4),)]),  # noqa: E501
+    *_cases("slice_empty", lambda m, a: a[2:2] * 2, [((3, 4),)]),
+    *_cases("select", lambda m, a: a[:, 1] * a[:, -1], [((3, 4),), ((0, 2),)]),
+    *_cases("advanced_repeat", lambda m, a: a[:, [1, 1, 0]] ** 2, [((2, 2),), ((0, 2),)]),
+    *_cases("gather", lambda m, a: m.gather(a, 0, m.tensor([[0, 1], [0, 0], [1, 1]])) ** 2, [((2, 2),)]),  # noqa: E501
+    *_cases("scatter_add", lambda m, a, b: a.scatter_add(1, m.tensor([[0, 0, 2]]), b) ** 2, [((2, 3), (1, 3))]),  # noqa: E501
+    *_cases("einsum_mm", lambda m, a, b: m.einsum("ij,jk->ik", a, b), [((0, 3), (3, 2)), ((2, 1), (1, 3))]),  # noqa: E501
+    *_cases("einsum_diag", lambda m, a: m.einsum("iji->j", a), [((2, 3, 2),)]),
+    *_cases("einsum_batched", lambda m, a, b: m.einsum("bij,bjk->bik", a, b), [((1, 2, 3), (3, 3, 2))]),  # noqa: E501
+    *_cases("where", lambda m, a, b: m.where(a > 0, a, b), [((0, 2), (2,))]),
+]  # fmt: skip
+
+CASES += [  # multi-output ops that produce a single piece
+    *_cases("unbind_single", lambda m, a: m.unbind(a, 1)[0] * 2, [((3, 1),)]),
+    *_cases("split_single", lambda m, a: m.split(a, 5, dim=1)[0] ** 2, [((2, 3),)]),
+    *_cases("chunk_single", lambda m, a: m.chunk(a, 1, 0)[0] ** 2, [((2, 3),)]),
+]

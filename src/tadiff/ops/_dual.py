@@ -95,7 +95,13 @@ def sum_leading(a: Any, k: int) -> np.ndarray | None:
     BLAS vector-matrix product with ones gives the same accuracy several times faster for the
     small arrays an eager engine sees (bias gradients, ``sum(dim=0)``).
     """
-    if k <= 0 or type(a) is not np.ndarray or a.dtype.kind != "f" or not a.flags.c_contiguous:
+    if (
+        k <= 0
+        or type(a) is not np.ndarray
+        or a.dtype.kind != "f"
+        or not a.flags.c_contiguous
+        or a.size == 0
+    ):
         return None
     rest = a.shape[k:]
     rows = a.reshape(-1, math.prod(rest))

@@ -81,7 +81,8 @@ class MultiOpNode(MultiOutputNode):
 
     def _apply(self, grads: list[Any], create_graph: bool) -> list[Any]:
         F = GRAPH if create_graph else ARRAY
-        return [type(self).vjp(F, self._zeros_for_missing(grads, create_graph), *self._args)]
+        slots = grads if self._n_outputs != 1 else [grads]  # one piece: the engine sends it bare
+        return [type(self).vjp(F, self._zeros_for_missing(slots, create_graph), *self._args)]
 
 
 def _node(name: str, *vjps: VJP | None) -> type[OpNode]:
