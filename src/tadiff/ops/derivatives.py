@@ -201,63 +201,77 @@ def _minimum_b(F: Any, g: Any, a: Any, b: Any) -> Any:
 
 
 # ---- the table -------------------------------------------------------------------------------
+# Formula arguments: ``g`` the output's gradient, ``x``/``a``/``b`` saved inputs, ``r`` the saved
+# result. Where it is not plain from the names, a comment reads "saved; args": what the forward
+# op saved, then its plain parameters.
 # fmt: off
 
-# element-wise, one input                          saved        args
+# element-wise, one input
 NegBackward0 = _node("NegBackward0", lambda F, g: -g)
-ExpBackward0 = _node("ExpBackward0", lambda F, g, r: g * r)                         # result
-LogBackward0 = _node("LogBackward0", lambda F, g, x: g / x)                         # x
-Log1PBackward0 = _node("Log1PBackward0", lambda F, g, x: g / (x + 1))               # x
-Expm1Backward0 = _node("Expm1Backward0", lambda F, g, r: g * (r + 1))               # result
-SinBackward0 = _node("SinBackward0", lambda F, g, x: g * F.cos(x))                  # x
-CosBackward0 = _node("CosBackward0", lambda F, g, x: -g * F.sin(x))                 # x
-TanBackward0 = _node("TanBackward0", lambda F, g, r: g * (r * r + 1))               # result
-TanhBackward0 = _node("TanhBackward0", lambda F, g, r: g * (1 - r * r))             # result
-SigmoidBackward0 = _node("SigmoidBackward0", lambda F, g, r: g * r * (1 - r))       # result
-ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, F.data(r) > 0, g))  # result
-SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))                 # result
-AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))                 # x
+ExpBackward0 = _node("ExpBackward0", lambda F, g, r: g * r)
+LogBackward0 = _node("LogBackward0", lambda F, g, x: g / x)
+Log1PBackward0 = _node("Log1PBackward0", lambda F, g, x: g / (x + 1))
+Expm1Backward0 = _node("Expm1Backward0", lambda F, g, r: g * (r + 1))
+SinBackward0 = _node("SinBackward0", lambda F, g, x: g * F.cos(x))
+CosBackward0 = _node("CosBackward0", lambda F, g, x: -g * F.sin(x))
+TanBackward0 = _node("TanBackward0", lambda F, g, r: g * (r * r + 1))
+TanhBackward0 = _node("TanhBackward0", lambda F, g, r: g * (1 - r * r))
+SigmoidBackward0 = _node("SigmoidBackward0", lambda F, g, r: g * r * (1 - r))
+ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, F.data(r) > 0, g))
+SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))
+AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))
 SignBackward0 = _node("SignBackward0", lambda F, g: g * 0)
-ClampBackward1 = _node(                                                             # x; lo, hi
+# x; lo, hi
+ClampBackward1 = _node(
     "ClampBackward1",
     lambda F, g, x, lo, hi: _masked(F, (F.data(x) >= lo) & (F.data(x) <= hi), g),
 )
-PowBackward0 = _node(                                                               # x; exponent
+# x; exponent
+PowBackward0 = _node(
     "PowBackward0", lambda F, g, x, p: g * p * x ** (p - 1) if p != 0 else g * 0
 )
-PowBackward2 = _node("PowBackward2", None, _pow_scalar_exponent)                    # result; base
+# result; base
+PowBackward2 = _node("PowBackward2", None, _pow_scalar_exponent)
 CloneBackward0 = _node("CloneBackward0", lambda F, g: g)
-ToCopyBackward0 = _node("ToCopyBackward0", lambda F, g, dtype: F.cast(g, dtype))    # ; in dtype
+# ; in dtype
+ToCopyBackward0 = _node("ToCopyBackward0", lambda F, g, dtype: F.cast(g, dtype))
 
 # element-wise, two inputs (broadcasting: gradients are summed back to each input's shape)
-AddBackward0 = _node(                                                               # ; shapes
+# ; shapes
+AddBackward0 = _node(
     "AddBackward0", lambda F, g, sa, sb: F.sum_to(g, sa), lambda F, g, sa, sb: F.sum_to(g, sb)
 )
 SubBackward0 = _node(
     "SubBackward0", lambda F, g, sa, sb: F.sum_to(g, sa), lambda F, g, sa, sb: F.sum_to(-g, sb)
 )
-RsubBackward1 = _node("RsubBackward1", lambda F, g: -g)                            # scalar - x
-MulBackward0 = _node(                                                               # a, b
+# scalar - x
+RsubBackward1 = _node("RsubBackward1", lambda F, g: -g)
+MulBackward0 = _node(
     "MulBackward0",
     lambda F, g, a, b: F.sum_to(g * b, a.shape),
     lambda F, g, a, b: F.sum_to(g * a, b.shape),
 )
-MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None)             # ; scalar
-DivBackward0 = _node(                                                               # a, b
+# ; scalar
+MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None)
+DivBackward0 = _node(
     "DivBackward0",
     lambda F, g, a, b: F.sum_to(g / b, a.shape),
     lambda F, g, a, b: F.sum_to(-g * a / (b * b), b.shape),
 )
-DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None)             # ; scalar
-RdivBackward0 = _node("DivBackward0", None, lambda F, g, x, s: -g * s / (x * x))    # x; scalar
-PowBackward1 = _node(                                                               # a, b, result
+# ; scalar
+DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None)
+# x; scalar
+RdivBackward0 = _node("DivBackward0", None, lambda F, g, x, s: -g * s / (x * x))
+# a, b, result
+PowBackward1 = _node(
     "PowBackward1",
     lambda F, g, a, b, r: F.sum_to(g * b * a ** (b - 1), a.shape),
     _pow_exponent,
 )
-MaximumBackward0 = _node("MaximumBackward0", _maximum_a, _maximum_b)                # a, b
-MinimumBackward0 = _node("MinimumBackward0", _minimum_a, _minimum_b)                # a, b
-WhereBackward0 = _node(                                                             # ; cond, shapes
+MaximumBackward0 = _node("MaximumBackward0", _maximum_a, _maximum_b)
+MinimumBackward0 = _node("MinimumBackward0", _minimum_a, _minimum_b)
+# ; cond, shapes
+WhereBackward0 = _node(
     "WhereBackward0",
     lambda F, g, c, sa, sb: F.sum_to(_masked(F, c, g), sa),
     lambda F, g, c, sa, sb: F.sum_to(F.where(c, 0, g), sb),
@@ -268,7 +282,8 @@ WhereBackward0 = _node(                                                         
 SumBackward1 = _node(
     "SumBackward1", lambda F, g, shape, dims, keepdim: F.unreduce(g, shape, dims, keepdim)
 )
-MeanBackward1 = _node(                                                              # ; ..., count
+# ; ..., count
+MeanBackward1 = _node(
     "MeanBackward1", lambda F, g, shape, dims, keepdim, n: F.unreduce(g / n, shape, dims, keepdim)
 )
 # x; dims, keepdim, correction, n
@@ -302,26 +317,33 @@ LogsumexpBackward0 = _node(
 )
 # x, result; dims, keepdim
 NormBackward1 = _node("NormBackward1", _norm2)
-SoftmaxBackward0 = _node(                                                           # result; dim
+# result; dim
+SoftmaxBackward0 = _node(
     "SoftmaxBackward0", lambda F, g, r, dim: r * (g - F.sum(g * r, (dim,), True))
 )
-LogSoftmaxBackward0 = _node(                                                        # result; dim
+# result; dim
+LogSoftmaxBackward0 = _node(
     "LogSoftmaxBackward0", lambda F, g, r, dim: g - F.exp(r) * F.sum(g, (dim,), True)
 )
 
 # shape ops
-ViewBackward0 = _node("ViewBackward0", lambda F, g, shape: F.reshape(g, shape))     # ; input shape
+# ; input shape
+ViewBackward0 = _node("ViewBackward0", lambda F, g, shape: F.reshape(g, shape))
 SqueezeBackward1 = _node("SqueezeBackward1", *ViewBackward0.vjps)
 UnsqueezeBackward0 = _node("UnsqueezeBackward0", *ViewBackward0.vjps)
-TransposeBackward0 = _node(                                                         # ; dim0, dim1
+# ; dim0, dim1
+TransposeBackward0 = _node(
     "TransposeBackward0", lambda F, g, d0, d1: F.swapaxes(g, d0, d1)
 )
 PermuteBackward0 = _node("PermuteBackward0", lambda F, g, inverse: F.permute(g, inverse))
-ExpandBackward0 = _node("ExpandBackward0", lambda F, g, shape: F.sum_to(g, shape))  # ; input shape
-FlipBackward0 = _node("FlipBackward0", lambda F, g, dims: F.flip(g, dims))          # ; dims
+# ; input shape
+ExpandBackward0 = _node("ExpandBackward0", lambda F, g, shape: F.sum_to(g, shape))
+# ; dims
+FlipBackward0 = _node("FlipBackward0", lambda F, g, dims: F.flip(g, dims))
 # ; axis, offsets
 CatBackward0 = _indexed("CatBackward0", _cat_piece)
-StackBackward0 = _indexed(                                                          # ; axis
+# ; axis
+StackBackward0 = _indexed(
     "StackBackward0", lambda F, g, i, axis: g[(slice(None),) * axis + (i,)]
 )
 UnbindBackward0 = _multi("UnbindBackward0", lambda F, grads, axis: F.stack(grads, axis))
@@ -329,12 +351,14 @@ SplitBackward0 = _multi("SplitBackward0", lambda F, grads, axis: F.cat(grads, ax
 SplitWithSizesBackward0 = _multi("SplitWithSizesBackward0", SplitBackward0.vjp)
 
 # indexing (gradient by scatter-add, so repeated advanced indices accumulate)
-IndexBackward0 = _node(                                                             # ; shape, key
+# ; shape, key
+IndexBackward0 = _node(
     "IndexBackward0", lambda F, g, shape, key: F.index_scatter(g, key, shape)
 )
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
-IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])    # ; key
+# ; key
+IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])
 # ; key, kept, value shape
 IndexPutBackward0 = _node(
     "IndexPutBackward0",
@@ -346,15 +370,17 @@ GatherBackward0 = _node(
     "GatherBackward0",
     lambda F, g, dim, idx, shape: F.scatter_add_zeros(g, dim, idx, shape),
 )
-ScatterAddBackward0 = _node(                                                        # ; dim, index
+# ; dim, index
+ScatterAddBackward0 = _node(
     "ScatterAddBackward0", lambda F, g, dim, idx: g, lambda F, g, dim, idx: F.gather(g, dim, idx)
 )
 
 # linear algebra
-MmBackward0 = _node("MmBackward0", _matmul_a, _matmul_b)                            # a, b
+MmBackward0 = _node("MmBackward0", _matmul_a, _matmul_b)
 BmmBackward0 = _node("BmmBackward0", _matmul_a, _matmul_b)
 MvBackward0 = _node("MvBackward0", _matmul_a, _matmul_b)
 DotBackward0 = _node("DotBackward0", _matmul_a, _matmul_b)
-EinsumBackward0 = _indexed("EinsumBackward0", _einsum_operand)                      # operands; plan
+# operands; plan
+EinsumBackward0 = _indexed("EinsumBackward0", _einsum_operand)
 
 # fmt: on
