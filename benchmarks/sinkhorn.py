@@ -6,6 +6,9 @@
 For every (n, iters) and method it records the graph once (forward, untimed), then times
 ``repeats`` backward passes through it (``retain_graph=True``; one more untimed pass first) and
 reports their median. float32, torch on CPU with one thread; the tadiff engine on NumPy.
+Times are CPU time of this process (``time.process_time``: user + system, page faults included),
+not wall-clock time: the machine is shared, and another process's burst would otherwise land
+in whichever method happened to run then. With one thread the two agree on an idle machine.
 
 Peak memory is that of forward + backward above what was resident before (inputs excluded), read
 from the kernel's high-water mark (``/proc/self/status`` VmHWM, reset through
@@ -27,11 +30,15 @@ import subprocess
 import sys
 import time
 
-import tadiff
-import torch
-from tadiff.structured.sinkhorn import sinkhorn as engine_sinkhorn
-from tadiff.structured.sinkhorn import sinkhorn_forward
-from tadiff.torch.sinkhorn import sinkhorn
+# One thread everywhere (BLAS under NumPy too), before NumPy or torch start their thread pools.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import tadiff  # noqa: E402
+import torch  # noqa: E402
+from tadiff.structured.sinkhorn import sinkhorn as engine_sinkhorn  # noqa: E402
+from tadiff.structured.sinkhorn import sinkhorn_forward  # noqa: E402
+from tadiff.torch.sinkhorn import sinkhorn  # noqa: E402
 
 METHODS = ["implicit", "implicit-2n", "direct", "unrolled"]
 ENGINE_METHODS = ["implicit (tadiff engine)", "unrolled (tadiff engine)"]
@@ -86,9 +93,9 @@ def _time_backward(method, X, G, iters, repeats):
     g = tadiff.tensor(G.numpy()) if method.endswith("engine)") else G
     times = []
     for _ in range(repeats + 1):
-        start = time.perf_counter()
+        start = time.process_time()
         grad(R, x, g, retain_graph=True)
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return statistics.median(times[1:])
 
 
@@ -161,7 +168,7 @@ def _ratio(a, b):
 
 
 def print_cpu_table(methods, rows, peaks, batch):
-    print(f"\n### Backward, batch {batch}, float32, CPU (torch, 1 thread): median ms, peak MB\n")
+    print(f"\n### Backward, batch {batch}, float32, CPU, 1 thread: median CPU ms, peak MB\n")
     head = ["n", "iters"] + [f"{m} ms" for m in methods]
     head += ["unrolled / implicit", "2n / implicit", "direct / implicit"]
     engine = ENGINE_METHODS[0] in methods

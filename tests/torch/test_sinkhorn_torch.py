@@ -107,6 +107,20 @@ def test_gradcheck_with_marginals():
     assert torch.autograd.gradcheck(f, (X, ta, tb))
 
 
+def test_gradcheck_with_one_marginal_given():
+    # Only b given: a spreads b's mass evenly, and the gradient must flow through both.
+    gen = torch.Generator().manual_seed(9)
+    X = torch.randn(2, 4, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    tb = torch.randn(3, generator=gen, dtype=torch.float64, requires_grad=True)
+
+    def f(X, tb):
+        return sinkhorn(X, None, 3 * tb.softmax(-1), iters=1000, tol=1e-15)
+
+    R = f(X, tb)
+    assert torch.allclose(R.sum(-1), torch.full((2, 4), 0.75, dtype=torch.float64))
+    assert torch.autograd.gradcheck(f, (X, tb))
+
+
 def test_gradient_rows_and_columns_sum_to_zero():
     gen = torch.Generator().manual_seed(6)
     X = torch.rand(256, 8, 8, generator=gen, requires_grad=True)
