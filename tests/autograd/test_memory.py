@@ -59,12 +59,21 @@ def test_saved_results_do_not_form_cycles():
         gc.enable()
 
 
-def test_leaf_accumulator_does_not_keep_graph_alive():
+def test_leaf_and_its_accumulator_form_no_cycle():
     w = td.tensor([1.0], requires_grad=True)
     y = w * 2
-    acc_ref = weakref.ref(y.grad_fn.next_functions[0][0])
-    del y
-    assert acc_ref() is None
+    acc = y.grad_fn.next_functions[0][0]
+    assert acc.variable is w
+    assert (w * 3).grad_fn.next_functions[0][0] is acc  # one accumulator per leaf, reused
+    node_ref, acc_ref, w_ref = weakref.ref(y.grad_fn), weakref.ref(acc), weakref.ref(w)
+    gc.disable()
+    try:
+        del y, acc
+        assert node_ref() is None  # the accumulator does not keep the graph alive
+        del w
+        assert w_ref() is None and acc_ref() is None  # nor the leaf: it refers back weakly
+    finally:
+        gc.enable()
 
 
 def test_training_loop_memory_is_flat():

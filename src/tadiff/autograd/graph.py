@@ -181,20 +181,32 @@ def _modified_error(node: Node, index: int, data: np.ndarray, now: int, expected
 
 
 class AccumulateGrad(Node):
-    """The node of a leaf that requires grad: adds incoming gradients into ``variable.grad``."""
+    """The node of a leaf that requires grad: adds incoming gradients into ``variable.grad``.
 
-    __slots__ = ("variable",)
+    The leaf owns its node (one per leaf, reused by every graph) and the node refers back to the
+    leaf weakly — no cycle, and nothing to rebuild for each new graph of a training loop. Once the
+    leaf is gone its gradient could not be read anyway, so the node then does nothing.
+    """
+
+    __slots__ = ("_variable",)
 
     def __init__(self, variable: Tensor):
-        self.variable = variable
+        self._variable = weakref.ref(variable)
         self.next_functions = ()
         self._saved = ()
         self._versions = None
         self._args = ()
         self._extra = None
 
+    @property
+    def variable(self) -> Tensor | None:
+        """The leaf tensor this node accumulates into (None once it was garbage collected)."""
+        return self._variable()
+
     def _apply(self, grad: Any, create_graph: bool) -> Sequence[Any]:
-        accumulate_into(self.variable, grad, create_graph)
+        t = self._variable()
+        if t is not None:
+            accumulate_into(t, grad, create_graph)
         return ()
 
 
@@ -243,13 +255,11 @@ def _run_tensor_hooks(hooks: list[Any], grad: Any, create_graph: bool) -> Any:
 
 
 def grad_accumulator(t: Tensor) -> AccumulateGrad:
-    """The leaf's AccumulateGrad node, shared while the graph holds it (held weakly here so the
-    tensor and its node do not form a cycle)."""
+    """The leaf's AccumulateGrad node (created on first use, then kept by the leaf)."""
     meta = t._get_meta()
-    node = meta.acc() if meta.acc is not None else None
+    node = meta.acc
     if node is None:
-        node = AccumulateGrad(t)
-        meta.acc = weakref.ref(node)
+        node = meta.acc = AccumulateGrad(t)
     return node
 
 
@@ -302,7 +312,7 @@ def record(
             edges.append((t.grad_fn, t._output_nr))
         elif t._rg:
             meta = t._meta
-            acc = meta.acc() if meta is not None and meta.acc is not None else None
+            acc = meta.acc if meta is not None else None
             edges.append((acc if acc is not None else grad_accumulator(t), 0))
         else:
             edges.append(_NO_EDGE)

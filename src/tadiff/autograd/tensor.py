@@ -37,7 +37,7 @@ class _Meta:
     __slots__ = ("acc", "hooks", "retains_grad")
 
     def __init__(self) -> None:
-        self.acc = None  # weakref to the leaf's AccumulateGrad node
+        self.acc = None  # the leaf's AccumulateGrad node (which refers back weakly)
         self.hooks = None  # leaf gradient hooks: list of callables
         self.retains_grad = False
 
