@@ -206,3 +206,22 @@ def test_demo_self_checks_pass():
     assert householder_demo.run(lines.append)
     assert any("dense product of the reflectors" in line and "ok" in line for line in lines)
     assert not any("FAILED" in line for line in lines)
+
+
+def test_vjp_batched_equals_sum_of_per_item_gradients():
+    rng = np.random.default_rng(14)
+    V, X, G = (
+        rng.standard_normal((7, 9)),
+        rng.standard_normal((3, 9, 2)),
+        rng.standard_normal((3, 9, 2)),
+    )
+    dV, dX = hh.householder_vjp(V, X, G, block=3, transpose=True)
+    per_item = [
+        hh.householder_vjp(V, x, g, block=3, transpose=True) for x, g in zip(X, G, strict=True)
+    ]
+    np.testing.assert_allclose(dV, sum(v for v, _ in per_item), atol=1e-12)
+    np.testing.assert_allclose(dX, np.stack([x for _, x in per_item]), atol=1e-12)
+    # dX is Uᵀ G for U X (here U = H_k ⋯ H_1 with transpose): check against the dense product.
+    np.testing.assert_allclose(dX, explicit_product(V) @ G, atol=1e-12)
+    with pytest.raises(ShapeError, match=r"grad must have the shape \(3, 9, 2\)"):
+        hh.householder_vjp(V, X, G[0])

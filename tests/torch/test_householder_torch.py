@@ -251,3 +251,9 @@ def test_import_changes_no_global_torch_state():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_autotune_block_torch_backend_returns_a_candidate():
+    assert hh.autotune_block(24, 4, candidates=[4, 8, 24], backend="torch", repeats=1) in (4, 8, 24)
+    with pytest.raises(InputError, match="backend must be"):
+        hh.autotune_block(8, 2, backend="jax")
