@@ -174,6 +174,9 @@ def test_gradient_of_multiple_outputs_and_grad_outputs():
     np.testing.assert_array_equal(gx[0].data, [2 + 2, 2 + 40])
 
 
+@pytest.mark.filterwarnings(
+    "ignore:invalid value encountered:RuntimeWarning"
+)  # the NaN is the point
 def test_anomaly_mode_names_op_and_forward_location():
     x = td.tensor([0.0, 1.0], requires_grad=True)
     with td.autograd.detect_anomaly():
