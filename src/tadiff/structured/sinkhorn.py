@@ -300,7 +300,7 @@ def sinkhorn_forward(
         log_a, log_b = xp.log(a), xp.log(b)
         state = shifted
     else:
-        state = xp.exp(shifted)
+        state = xp.exp(shifted, out=shifted) if not recording else xp.exp(shifted)
     residual = None
     done = 0
     while True:
@@ -380,26 +380,26 @@ def _cg(apply: Any, rhs: Any, scale: Any, maxiter: int, rtol: float) -> Any:
         rtol: relative residual tolerance.
     """
     xp = namespace(rhs)
-    eps = float(_finfo(rhs).eps)
+    guard = 16 * float(_finfo(rhs).eps) * scale
     x = xp.zeros_like(rhs)
     r = rhs
     p = r
     rs = (r * r).sum(axis=-1)
     target = rs * (rtol * rtol)
-    active = rs > target
+    active = rs > target  # hence rs > 0 wherever active
     for _ in range(maxiter):
         if not bool(active.any()):
             break
         Sp = apply(p)
         pSp = (p * Sp).sum(axis=-1)
-        pp = (p * p).sum(axis=-1)
-        active = active & (pSp > 16 * eps * scale * pp)
-        alpha = xp.where(active, rs / xp.where(active, pSp, 1.0), 0.0)[..., None]
+        active = active & (pSp > guard * (p * p).sum(axis=-1))
+        # Stopped elements divide by +inf: their step is exactly zero, and nothing divides by 0.
+        alpha = (rs / xp.where(active, pSp, math.inf))[..., None]
         x = x + alpha * p
         r = r - alpha * Sp
         rs_new = (r * r).sum(axis=-1)
         active = active & (rs_new > target)
-        beta = xp.where(active, rs_new / xp.where(rs > 0, rs, 1.0), 0.0)[..., None]
+        beta = (rs_new / xp.where(active, rs, math.inf))[..., None]
         p = r + beta * p
         rs = rs_new
     return x
