@@ -29,7 +29,7 @@ def explicit_product(V):
 
 # (k, d, m, block): k < d, d not divisible by the block, block > k, block 1, one block
 CASES = [(6, 6, 3, 4), (5, 9, 2, 2), (9, 9, 4, 3), (7, 10, 1, 7), (1, 3, 2, None), (12, 12, 5, 1)]
-CASES += [(10, 17, 3, 4), (17, 17, 6, None), (4, 13, 2, 16)]
+CASES += [(10, 17, 3, 4), (17, 17, 6, None), (4, 13, 2, 16), (12, 5, 2, 4)]  # last: k > d
 
 
 @pytest.mark.parametrize(("k", "d", "m", "block"), CASES)
@@ -53,6 +53,15 @@ def test_product_is_orthogonal_and_matches_oracle(k, d, block):
     np.testing.assert_allclose(U.T @ U, np.eye(d), atol=1e-12, rtol=0)
     np.testing.assert_allclose(householder_product(V, block=block, transpose=True), U.T, atol=1e-12)
     assert np.isclose(np.linalg.det(U), (-1.0) ** k)
+
+
+@pytest.mark.parametrize("block", [None, 7, 32])
+def test_many_blocks_stay_accurate_at_d_96(block):
+    rng = np.random.default_rng(15)
+    V, X = rng.standard_normal((96, 96)), rng.standard_normal((96, 8))
+    U = explicit_product(V)
+    np.testing.assert_allclose(householder_apply(V, X, block=block), U @ X, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(householder_product(V, block=block), U, atol=1e-12, rtol=0)
 
 
 def test_batched_x_and_inverse_roundtrip():
