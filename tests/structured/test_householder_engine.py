@@ -8,6 +8,7 @@ import tadiff as td
 from tadiff.errors import ShapeError
 from tadiff.nn.orthogonal import LinearSVD, Orthogonal
 from tadiff.optim import Adam
+from tadiff.structured import householder as hh
 from tadiff.structured.householder import (
     householder_apply,
     householder_product,
@@ -156,3 +157,19 @@ def test_engine_linear_svd():
     assert sq.s.grad is not None and sq.V_in.grad.shape == (5, 5)
     with pytest.raises(ShapeError, match="in_features == out_features"):
         layer.inverse(td.ones(1, 4, dtype=td.float64))
+
+
+def test_engine_no_grad_forward_saves_no_block_inputs(monkeypatch):
+    seen = []
+    real = hh._forward
+    monkeypatch.setattr(
+        hh, "_forward", lambda *a, save: (seen.append(save), real(*a, save=save))[1]
+    )
+    V = td.tensor(np.random.default_rng(11).standard_normal((4, 6)), requires_grad=True)
+    X = td.tensor(np.eye(6))
+    with td.no_grad():
+        Y = householder_apply(V, X)
+    assert seen == [False] and Y.grad_fn is None
+    np.testing.assert_allclose(Y.data, explicit_product(V.data), atol=1e-12, rtol=0)
+    householder_apply(V, X).sum().backward()
+    assert seen[-1] is True and V.grad is not None

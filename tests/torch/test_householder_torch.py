@@ -257,3 +257,21 @@ def test_autotune_block_torch_backend_returns_a_candidate():
     assert hh.autotune_block(24, 4, candidates=[4, 8, 24], backend="torch", repeats=1) in (4, 8, 24)
     with pytest.raises(InputError, match="backend must be"):
         hh.autotune_block(8, 2, backend="jax")
+
+
+def test_no_grad_forward_saves_no_block_inputs(monkeypatch):
+    import tadiff.torch.householder as th
+
+    seen = []
+    real = th._forward
+    monkeypatch.setattr(
+        th, "_forward", lambda *a, save: (seen.append(save), real(*a, save=save))[1]
+    )
+    V = torch.randn(4, 6, dtype=F64, requires_grad=True)
+    X = torch.randn(6, 2, dtype=F64)
+    with torch.no_grad():
+        Y = householder_apply(V, X)
+    assert seen == [False] and Y.grad_fn is None
+    torch.testing.assert_close(Y, _explicit(V.detach()) @ X, atol=1e-12, rtol=0)
+    householder_apply(V, X).sum().backward()
+    assert seen[-1] is True and V.grad is not None

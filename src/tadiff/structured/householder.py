@@ -649,7 +649,9 @@ def _engine_apply(V: Any, X: Any, *, block: int | None, transpose: bool) -> Any:
 
     V, X = (a if isinstance(a, Tensor) else Tensor(np.asarray(a)) for a in (V, X))
     _, _, b = _check_inputs(V.data, X.data, block)
-    return _engine_function().apply(V, X, b, bool(transpose))
+    from tadiff.autograd import is_grad_enabled
+
+    return _engine_function().apply(V, X, b, bool(transpose), is_grad_enabled())
 
 
 @functools.cache
@@ -666,11 +668,12 @@ def _engine_function() -> type:
         """
 
         @staticmethod
-        def forward(ctx, V, X, block, transpose):
+        def forward(ctx, V, X, block, transpose, recording):
             v, x = V.data, X.data
             d = int(v.shape[1])
             blocks = _build_blocks(np, np.flip(v, 0) if transpose else v, block)
-            Y, saved = _forward(np, blocks, _fold(np, x, d), save=ctx.needs_input_grad[0])
+            save = ctx.needs_input_grad[0] and recording  # nothing to save under no_grad
+            Y, saved = _forward(np, blocks, _fold(np, x, d), save=save)
             ctx.save_for_backward(V, X)  # for create_graph, and in-place-modification checks
             ctx.blocks, ctx.saved, ctx.transpose, ctx.x_shape = blocks, saved, transpose, x.shape
             return _unfold(np, Y, tuple(x.shape))
@@ -683,13 +686,13 @@ def _engine_function() -> type:
                 Y = householder_sequential(V, X, transpose=ctx.transpose)
                 inputs = [t for t, n in zip((V, X), need, strict=True) if n]
                 grads = iter(grad_fn(Y, inputs, grad, create_graph=True))
-                return (*(next(grads) if n else None for n in need), None, None)
+                return (*(next(grads) if n else None for n in need), None, None, None)
             d = int(ctx.x_shape[-2])
             g = _fold(np, np.asarray(grad.data), d)
             gV, gX = _backward(np, ctx.blocks, ctx.saved, g, need_v=need[0])
             if gV is not None and ctx.transpose:
                 gV = np.ascontiguousarray(np.flip(gV, 0))
             gX = _unfold(np, gX, tuple(ctx.x_shape)) if need[1] else None
-            return gV, gX, None, None
+            return gV, gX, None, None, None
 
     return HouseholderApply

@@ -39,10 +39,11 @@ class _HouseholderApply(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, V, X, block, transpose):
+    def forward(ctx, V, X, block, transpose, recording):
         d = int(V.shape[1])
         blocks = _build_blocks(torch, V.flip(0) if transpose else V, block)
-        need_v = ctx.needs_input_grad[0]
+        # needs_input_grad is set even under no_grad; saving the block inputs then only costs.
+        need_v = ctx.needs_input_grad[0] and recording
         Y, saved = _forward(torch, blocks, _fold(torch, X, d), save=need_v)
         ctx.save_for_backward(V, X)  # for create_graph, and torch's in-place-modification checks
         # Intermediates are plain tensors that require no grad: kept on ctx, freed with the graph.
@@ -57,13 +58,13 @@ class _HouseholderApply(torch.autograd.Function):
             Y = _apply_differentiable(torch, V, X, ctx.block, ctx.transpose)
             inputs = [t for t, n in zip((V, X), need, strict=True) if n]
             grads = iter(torch.autograd.grad(Y, inputs, grad, create_graph=True))
-            return (*(next(grads) if n else None for n in need), None, None)
+            return (*(next(grads) if n else None for n in need), None, None, None)
         d = int(X.shape[-2])
         gV, gX = _backward(torch, ctx.blocks, ctx.saved, _fold(torch, grad, d), need_v=need[0])
         if gV is not None and ctx.transpose:
             gV = gV.flip(0)
         gX = _unfold(torch, gX, tuple(X.shape)) if need[1] else None
-        return gV, gX, None, None
+        return gV, gX, None, None, None
 
 
 def householder_apply(V, X, *, block=None, transpose=False):
@@ -85,7 +86,7 @@ def householder_apply(V, X, *, block=None, transpose=False):
         torch.Size([4, 4])
     """
     _, _, b = _check_inputs(V, X, block)
-    return _HouseholderApply.apply(V, X, b, bool(transpose))
+    return _HouseholderApply.apply(V, X, b, bool(transpose), torch.is_grad_enabled())
 
 
 def householder_product(V, *, block=None, transpose=False):
