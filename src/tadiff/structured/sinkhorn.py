@@ -558,10 +558,10 @@ def choose_backward(backward: str, n: int, m: int) -> str:
     """The backward method that ``backward`` names for an ``n × m`` problem ("auto" resolved).
 
     "auto" is "implicit" at every size, from benchmarks/sinkhorn.py (batch 16384, float32, CPU):
-    it is 5–11× faster than unrolled autograd at 20 iterations with memory independent of the
-    iteration count, 1.3–2.7× faster than "implicit-2n" everywhere, within noise of "direct" for
-    min(n, m) <= 8 and 1.1–2× faster than it from 16 on; on CUDA it runs the fused Triton kernel.
-    The table is in docs/sinkhorn.md.
+    it is 5.2–14× faster than unrolled autograd at 20 iterations with memory independent of the
+    iteration count, 1.6–2.1× faster than "implicit-2n" everywhere, within noise of "direct" for
+    min(n, m) <= 8 and 1.2–2.1× faster than it from 16 on; on CUDA it runs the fused Triton
+    kernel. The table is in docs/sinkhorn.md.
 
     Example:
         >>> choose_backward("direct", 4, 4)
