@@ -245,6 +245,20 @@ def _needs_log_domain(X: Any) -> bool:
     return spread > -math.log(float(_finfo(raw).tiny)) / 4
 
 
+def _prepare(X: Any, a: Any, b: Any, iters: Any, tol: Any, log_domain: Any) -> tuple:
+    """Check the inputs; return the marginals shaped (..., n, 1), (..., 1, m) and the domain."""
+    n, m = _check_matrix(X)
+    _check_options(iters, tol, log_domain)
+    if a is None and b is None:
+        b = _constant_like(X, np.full(m, n / m))
+    a, b = _complete_marginals(X, a, b)
+    a = _marginal(a, X, n, "a", -1)
+    b = _marginal(b, X, m, "b", -2)
+    _check_mass(a, b)
+    use_log = _needs_log_domain(X) if log_domain == "auto" else bool(log_domain)
+    return a, b, use_log
+
+
 def sinkhorn_forward(
     X: Any,
     a: Any = None,
@@ -282,15 +296,7 @@ def sinkhorn_forward(
         >>> R[0, 0, 0].round(6), stats.iterations
         (np.float64(0.333333), 5)
     """
-    n, m = _check_matrix(X)
-    _check_options(iters, tol, log_domain)
-    if a is None and b is None:
-        b = _constant_like(X, np.full(m, n / m))
-    a, b = _complete_marginals(X, a, b)
-    a = _marginal(a, X, n, "a", -1)
-    b = _marginal(b, X, m, "b", -2)
-    _check_mass(a, b)
-    use_log = _needs_log_domain(X) if log_domain == "auto" else bool(log_domain)
+    a, b, use_log = _prepare(X, a, b, iters, tol, log_domain)
     xp = namespace(X)
     recording = _records_graph(X, a, b)
     # Subtract each column's maximum: exp cannot overflow, and since the first step scales the

@@ -25,7 +25,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extras
     raise MissingDependencyError("the fused Sinkhorn kernel", "triton", "triton") from _exc
 
-__all__ = ["sinkhorn_vjp_triton", "supports"]
+__all__ = ["sinkhorn_forward_triton", "sinkhorn_vjp_triton", "supports"]
 
 _MAX_SIDE = 64  # registers hold a TILE × BN × BM block: larger matrices use the torch kernels
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -88,15 +88,50 @@ def _vjp_kernel(
     tl.store(D_ptr + b3 * sDb + i3 * sDi + j3 * sDj, dX, mask=mask)
 
 
-_COMPILED: dict[bool, Any] = {}
+def _forward_kernel(
+    X_ptr, A_ptr, B_ptr, R_ptr,
+    batch, n, m,
+    sXb, sXi, sXj, sAb, sAi, sBb, sBj, sRb, sRi, sRj,
+    iters,
+    TILE: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, WIDE: tl.constexpr,
+):  # fmt: skip
+    ctype = tl.float64 if WIDE else tl.float32
+    bat = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    i = tl.arange(0, BN)
+    j = tl.arange(0, BM)
+    b3, i3, j3 = bat[:, None, None], i[None, :, None], j[None, None, :]
+    mask = (b3 < batch) & (i3 < n) & (j3 < m)
+    X = tl.load(X_ptr + b3 * sXb + i3 * sXi + j3 * sXj, mask=mask, other=0.0).to(ctype)
+    row_ok = (bat[:, None] < batch) & (i[None, :] < n)
+    col_ok = (bat[:, None] < batch) & (j[None, :] < m)
+    a = tl.load(A_ptr + bat[:, None] * sAb + i[None, :] * sAi, mask=row_ok, other=0.0).to(ctype)
+    b = tl.load(B_ptr + bat[:, None] * sBb + j[None, :] * sBj, mask=col_ok, other=0.0).to(ctype)
+    # Column-max shift (the first step scales columns, so the iterates are unchanged); padding
+    # becomes exact zeros and drops out of every sum.
+    colmax = tl.max(tl.where(mask, X, float("-inf")), axis=1)
+    K = tl.where(mask, tl.exp(X - tl.where(col_ok, colmax, 0.0)[:, None, :]), 0.0)
+    for _ in range(iters):
+        col = tl.sum(K, axis=1)
+        K = K * (b / tl.where(col > 0, col, 1.0))[:, None, :]
+        row = tl.sum(K, axis=2)
+        K = K * (a / tl.where(row > 0, row, 1.0))[:, :, None]
+    tl.store(R_ptr + b3 * sRb + i3 * sRi + j3 * sRj, K, mask=mask)
+
+
+_COMPILED: dict[tuple[str, bool], Any] = {}
+
+
+def _jit(fn: Any) -> Any:
+    """``fn`` jitted on first use, so ``TRITON_INTERPRET`` may be set until then."""
+    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    key = (fn.__name__, interpret)
+    if key not in _COMPILED:
+        _COMPILED[key] = triton.jit(fn)
+    return _COMPILED[key]
 
 
 def _kernel() -> Any:
-    """The jitted kernel; built on first use so ``TRITON_INTERPRET`` may be set until then."""
-    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-    if interpret not in _COMPILED:
-        _COMPILED[interpret] = triton.jit(_vjp_kernel)
-    return _COMPILED[interpret]
+    return _jit(_vjp_kernel)
 
 
 def supports(R: torch.Tensor) -> bool:
@@ -157,3 +192,50 @@ def sinkhorn_vjp_triton(
         TILE=tile, BN=BN, BM=BM, WIDE=wide,
     )  # fmt: skip
     return D3.reshape(R.shape)
+
+
+def sinkhorn_forward_triton(
+    X: torch.Tensor,
+    a: torch.Tensor | None = None,
+    b: torch.Tensor | None = None,
+    *,
+    iters: int = 20,
+) -> torch.Tensor:
+    """The scaling-domain forward fused in one kernel: ``iters`` column+row steps in registers.
+
+    Same iteration, order and column-max shift as
+    :func:`tadiff.structured.sinkhorn.sinkhorn_forward` with ``log_domain=False`` and no ``tol``
+    (the callers choose: inputs that need the log domain, or a tolerance, take the torch path).
+
+    Args:
+        X: logits ``(..., n, m)``, ``n, m <= 64``, on CUDA (or CPU under ``TRITON_INTERPRET=1``).
+        a, b: marginals ``(..., n)`` / ``(..., m)`` broadcastable to the batch, already checked
+            (positive, equal mass); default all ones and ``n / m``.
+        iters: number of iterations.
+
+    Returns:
+        ``R``, shape and dtype of ``X``.
+    """
+    if not supports(X):
+        raise InputError(
+            f"sinkhorn_forward_triton: needs a float X with n, m <= {_MAX_SIDE}, got shape "
+            f"{tuple(X.shape)} and dtype {X.dtype}"
+        )
+    n, m = X.shape[-2], X.shape[-1]
+    batch_shape = X.shape[:-2]
+    a = X.new_ones(n) if a is None else a
+    b = X.new_full((m,), n / m) if b is None else b
+    X3 = X.reshape(-1, n, m)
+    batch = X3.shape[0]
+    # Marginals shared by the batch are read with a zero batch stride, never copied.
+    a2 = a.expand(*batch_shape, n).reshape(batch, n) if a.dim() > 1 else a.expand(batch, n)
+    b2 = b.expand(*batch_shape, m).reshape(batch, m) if b.dim() > 1 else b.expand(batch, m)
+    R3 = torch.empty_like(X3)
+    BN, BM = triton.next_power_of_2(n), triton.next_power_of_2(m)
+    tile = max(1, min(64, 2048 // (BN * BM)))
+    strides = [*X3.stride(), *a2.stride(), *b2.stride(), *R3.stride()]
+    _jit(_forward_kernel)[(triton.cdiv(batch, tile),)](
+        X3, a2, b2, R3, batch, n, m, *strides, iters,
+        TILE=tile, BN=BN, BM=BM, WIDE=X.dtype == torch.float64,
+    )  # fmt: skip
+    return R3.reshape(X.shape)

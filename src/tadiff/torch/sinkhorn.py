@@ -1,8 +1,9 @@
 """Sinkhorn–Knopp for torch tensors (CPU or CUDA), with the implicit backward.
 
 The forward and the backward solvers are the kernels of :mod:`tadiff.structured.sinkhorn`, run on
-torch tensors; on CUDA the "implicit" backward uses the fused Triton kernel when Triton is
-installed (:mod:`tadiff.structured.sinkhorn_triton`).
+torch tensors. On CUDA, with Triton installed and ``n, m <= 64``, the fused kernels of
+:mod:`tadiff.structured.sinkhorn_triton` take over: the "implicit" backward always, the forward
+when it needs neither ``tol`` nor the log domain.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from tadiff.structured.sinkhorn import (
     _check_matrix,
     _complete_marginals,
+    _prepare,
     choose_backward,
     sinkhorn_forward,
     sinkhorn_vjp,
@@ -23,7 +25,7 @@ from tadiff.structured.sinkhorn import (
 __all__ = ["SinkhornFunction", "sinkhorn"]
 
 
-def _triton_usable(R: torch.Tensor, method: str) -> bool:
+def _triton_usable(R: torch.Tensor, method: str = "implicit") -> bool:
     if method != "implicit" or not R.is_cuda:
         return False
     try:
@@ -31,6 +33,18 @@ def _triton_usable(R: torch.Tensor, method: str) -> bool:
     except ImportError:  # Triton is an optional extra: fall back to the torch kernels
         return False
     return sinkhorn_triton.supports(R)
+
+
+def _forward(X, a, b, options):
+    """The forward: the fused Triton kernel on CUDA when it applies, else the generic loop."""
+    fwd = options["forward"]
+    if fwd["tol"] is None and _triton_usable(X):
+        a3, b3, use_log = _prepare(X, a, b, fwd["iters"], None, fwd["log_domain"])
+        if not use_log:  # the fused kernel iterates in the scaling domain only
+            from tadiff.structured.sinkhorn_triton import sinkhorn_forward_triton
+
+            return sinkhorn_forward_triton(X, a3[..., 0], b3[..., 0, :], iters=fwd["iters"])
+    return sinkhorn_forward(X, a, b, **fwd)[0]
 
 
 class SinkhornFunction(torch.autograd.Function):
@@ -44,7 +58,7 @@ class SinkhornFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, X, a, b, options):
-        R, _ = sinkhorn_forward(X, a, b, **options["forward"])
+        R = _forward(X, a, b, options)
         ctx.options = options["backward"]
         ctx.marginal_shapes = (
             None if a is None else a.shape,
