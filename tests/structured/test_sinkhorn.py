@@ -133,8 +133,11 @@ def test_non_convergence_warns_or_raises_when_strict():
     rng = np.random.default_rng(6)
     perm = np.stack([np.eye(5)[rng.permutation(5)] for _ in range(3)])
     X = 12 * perm + rng.normal(size=perm.shape)  # near a permutation: slow convergence
-    with pytest.warns(ConvergenceWarning, match=r"column-marginal error .* > tol 1\.000e-12"):
+    with pytest.warns(
+        ConvergenceWarning, match=r"column-marginal error .* > tol 1\.000e-12"
+    ) as seen:
         sinkhorn_forward(X, iters=5, tol=1e-12)
+    assert seen[0].filename == __file__  # the warning points at the caller's line
     with pytest.raises(ConvergenceError, match="after 5 iterations"):
         sinkhorn_forward(X, iters=5, tol=1e-12, strict=True)
     with warnings.catch_warnings():

@@ -26,6 +26,7 @@ torch tensors and, for ``backward="unrolled"``, tadiff Tensors).
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from typing import Any, NamedTuple
 
@@ -259,6 +260,14 @@ def _prepare(X: Any, a: Any, b: Any, iters: Any, tol: Any, log_domain: Any) -> t
     return a, b, use_log
 
 
+def _user_stacklevel() -> int:
+    """Stack level of the first caller outside tadiff and torch (where the warning belongs)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(("tadiff", "torch")):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def sinkhorn_forward(
     X: Any,
     a: Any = None,
@@ -346,7 +355,7 @@ def sinkhorn_forward(
         )
         if strict:
             raise ConvergenceError(message)
-        warnings.warn(message, ConvergenceWarning, stacklevel=2)
+        warnings.warn(message, ConvergenceWarning, stacklevel=_user_stacklevel())
     return R, SinkhornStats(done, residual, use_log)
 
 
