@@ -104,3 +104,12 @@ def test_demo_self_checks_pass():
     lines = []
     assert run(lines.append)
     assert any("max |implicit − unrolled autograd|" in line for line in lines)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tadiff.structured.sinkhorn as module
+
+    result = doctest.testmod(module)
+    assert result.attempted >= 8 and result.failed == 0

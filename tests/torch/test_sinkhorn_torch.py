@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tadiff.errors import ShapeError  # noqa: E402
+from tadiff.errors import InputError, ShapeError  # noqa: E402
 from tadiff.structured.sinkhorn import sinkhorn as generic_sinkhorn  # noqa: E402
 from tadiff.structured.sinkhorn import sinkhorn_vjp as generic_vjp  # noqa: E402
 from tadiff.torch.sinkhorn import SinkhornFunction, sinkhorn  # noqa: E402
@@ -152,9 +152,13 @@ def test_generic_entry_point_dispatches_torch_tensors():
     np.testing.assert_allclose(R.detach().sum(-1).numpy(), 1, atol=1e-12)
 
 
-def test_bad_shape_raises_before_any_work():
+def test_bad_input_raises_before_any_work():
     with pytest.raises(ShapeError, match=r"shape \(5,\)"):
         sinkhorn(torch.ones(5))
+    with pytest.raises(InputError, match="cg_tol must be"):
+        sinkhorn(torch.ones(2, 2, requires_grad=True), cg_tol=-1.0)  # at the call, not backward
+    with pytest.raises(InputError, match="backward must be one of"):
+        sinkhorn(torch.ones(2, 2), backward="implicit-4n")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -178,3 +182,12 @@ def test_half_precision_gradients_are_solved_in_float32(dtype, method):
     # Oracle: the float64 solve on the same (rounded) R and G.
     exact = generic_vjp(R.detach().double(), G.double(), method="direct")
     assert (X.grad.double() - exact).abs().max().item() <= 1e-2 * exact.abs().max().item()
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tadiff.torch.sinkhorn as module
+
+    result = doctest.testmod(module)
+    assert result.attempted >= 4 and result.failed == 0

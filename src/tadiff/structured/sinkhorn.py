@@ -226,6 +226,15 @@ def _check_options(iters: Any, tol: Any, log_domain: Any) -> None:
         raise InputError(f"sinkhorn: log_domain must be 'auto', True or False, got {log_domain!r}")
 
 
+def _check_cg(cg_maxiter: Any, cg_tol: Any) -> None:
+    if cg_maxiter is not None and (
+        isinstance(cg_maxiter, bool) or not isinstance(cg_maxiter, int) or cg_maxiter < 1
+    ):
+        raise InputError(f"sinkhorn: cg_maxiter must be an integer >= 1, got {cg_maxiter!r}")
+    if cg_tol is not None and not (isinstance(cg_tol, int | float) and cg_tol >= 0):
+        raise InputError(f"sinkhorn: cg_tol must be a non-negative number, got {cg_tol!r}")
+
+
 def _check_solver(backward: Any, allowed: tuple[str, ...]) -> None:
     if backward not in allowed:
         raise InputError(f"sinkhorn: backward must be one of {allowed}, got {backward!r}")
@@ -539,10 +548,7 @@ def sinkhorn_vjp(
         raise ShapeError(
             f"sinkhorn_vjp: G must have the shape of R {tuple(R.shape)}, got {tuple(G.shape)}"
         )
-    if cg_maxiter is not None and (not isinstance(cg_maxiter, int) or cg_maxiter < 1):
-        raise InputError(f"sinkhorn: cg_maxiter must be an integer >= 1, got {cg_maxiter!r}")
-    if cg_tol is not None and not (isinstance(cg_tol, int | float) and cg_tol >= 0):
-        raise InputError(f"sinkhorn: cg_tol must be a non-negative number, got {cg_tol!r}")
+    _check_cg(cg_maxiter, cg_tol)
     dtype = R.dtype
     if float(_finfo(R).eps) > 1e-6:  # float16 / bfloat16: solve in float32, return in dtype
         R, G = (t.float() if _is_torch(t) else t.astype(np.float32) for t in (R, G))
@@ -674,11 +680,16 @@ def sinkhorn(
         ``R``, shape and type of ``X``: rows sum to ``a``, columns to ``b`` (up to ``tol``).
 
     Example:
-        >>> import tadiff as td                                        # doctest: +SKIP
-        >>> X = td.randn(8, 4, 4, requires_grad=True)                  # doctest: +SKIP
-        >>> (td.sinkhorn(X) * td.randn(8, 4, 4)).sum().backward()     # doctest: +SKIP
+        >>> import tadiff as td
+        >>> rng = np.random.default_rng(0)
+        >>> X = td.tensor(rng.normal(size=(8, 4, 4)), requires_grad=True)
+        >>> R = sinkhorn(X, iters=100)
+        >>> (R * td.tensor(rng.normal(size=(8, 4, 4)))).sum().backward()
+        >>> bool(abs(X.grad.numpy().sum(-1)).max() < 1e-12)   # rows of the gradient sum to 0
+        True
     """
     _check_solver(backward, BACKWARD_MODES)
+    _check_cg(cg_maxiter, cg_tol)
     if _is_torch(X):
         from tadiff.torch.sinkhorn import sinkhorn as torch_sinkhorn
 

@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 
 import torch
 from tadiff.structured.sinkhorn import (
+    _check_cg,
     _check_matrix,
     _complete_marginals,
     _prepare,
@@ -123,6 +124,7 @@ def sinkhorn(
     """
     n, m = _check_matrix(X)
     method = choose_backward(backward, n, m)
+    _check_cg(cg_maxiter, cg_tol)  # now, not at the first backward
     forward = {"iters": iters, "tol": tol, "log_domain": log_domain, "strict": strict}
     if method == "unrolled":
         return sinkhorn_forward(X, a, b, **forward)[0]
