@@ -191,3 +191,20 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(module)
     assert result.attempted >= 4 and result.failed == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [4, 8, 16, 32])
+def test_stress_large_batches_float64(n):
+    # Many random matrices, a quarter pushed towards permutations: the worst element of a big
+    # batch. The batch shrinks with n to keep the unrolled graph near 1 GB.
+    batch = 65536 // (n * n)
+    gen = torch.Generator().manual_seed(n)
+    X = torch.rand(batch, n, n, generator=gen, dtype=torch.float64) * 4
+    quarter = batch // 4
+    perm = torch.stack([torch.eye(n)[torch.randperm(n, generator=gen)] for _ in range(quarter)])
+    X[:quarter] += 3 * perm.double()
+    G = torch.randn(X.shape, generator=gen, dtype=torch.float64)
+    reference = _unrolled_grad(X, G, iters=600)
+    for method in SOLVERS:
+        assert (_implicit_grad(X, G, 600, method) - reference).abs().max().item() <= 1e-9
