@@ -143,6 +143,7 @@ _dual.GRAPH.__dict__.update(
     cos=cos,
     sign=sign,
     where=where,
+    masked=lambda keep, g: where(keep, g, 0),
     sum=sum,
     mean=mean,
     cast=to,

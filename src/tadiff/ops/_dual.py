@@ -171,6 +171,19 @@ def _unreduce(g: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None, keep
     return _broadcast(g, shape)
 
 
+def _masked(keep: Any, g: Any) -> Any:
+    """``g`` where ``keep`` holds, exactly 0 elsewhere (also where ``g`` is NaN, as in torch).
+
+    ``np.where`` branches per element and runs ~10x slower than a multiply on a random mask
+    (ReLU's backward); masking the bit pattern with all-ones/all-zeros words is branch-free.
+    """
+    g = np.asarray(g)
+    if g.dtype.kind != "f" or g.shape != np.shape(keep):
+        return np.where(keep, g, 0)
+    bits = np.dtype(f"i{g.dtype.itemsize}")
+    return (g.view(bits) & -np.asarray(keep).astype(bits)).view(g.dtype)
+
+
 ARRAY = SimpleNamespace(
     data=np.asarray,
     dtype=np.result_type,
@@ -188,6 +201,7 @@ ARRAY = SimpleNamespace(
     cos=np.cos,
     sign=np.sign,
     where=np.where,
+    masked=_masked,
     sum=lambda x, dims, keepdim: x.sum(axis=dims, keepdims=keepdim),
     mean=lambda x, dims, keepdim: x.mean(axis=dims, keepdims=keepdim),
     cast=lambda x, dtype: np.asarray(x).astype(dtype, copy=False),

@@ -102,7 +102,7 @@ def _multi(name: str, vjp: VJP) -> type[MultiOpNode]:
 
 def _masked(F: Any, keep: Any, g: Any) -> Any:
     """``g`` where the boolean array ``keep`` holds, 0 elsewhere."""
-    return F.where(keep, g, 0)
+    return F.masked(keep, g)
 
 
 def _max_weights(F: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
