@@ -1,4 +1,4 @@
-"""Masked backward formulas (relu, clamp, max ties) zero the masked-out gradient exactly, as torch does."""
+"""Masked backward formulas (relu, clamp, max ties) zero masked-out gradients exactly, like torch."""
 
 import numpy as np
 import pytest
