@@ -1,4 +1,4 @@
-"""Masked backward formulas (relu, clamp, max ties) zero masked-out gradients exactly, like torch."""
+"""Masked backward formulas (relu, clamp, max ties) zero masked-out gradients, like torch."""
 
 import numpy as np
 import pytest
