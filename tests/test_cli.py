@@ -19,3 +19,22 @@ def test_demo_runs_and_all_self_checks_pass():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All self-checks passed." in result.stdout
+
+
+def test_derive_prints_gradients_and_checks_them(capsys):
+    status = main(
+        ["derive", "y[i,j] = sum[k](x[i,k] * w[k,j])", "--shape", "x=2x3", "--shape", "w=3x4"]
+        + ["--check"]
+    )
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "dx[i, k] = sum[j=0:w.shape[1]](dy[i, j] * w[k, j])" in out
+    assert out.count("central difference") == 2
+
+
+def test_derive_reports_a_bad_definition_without_traceback(capsys):
+    assert main(["derive", "y[i] = x[i*i]"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tadiff derive: ")
+    assert "not affine" in err
+    assert "Traceback" not in err

@@ -9,7 +9,9 @@ import numpy as _np
 # The autograd engine (tadiff.autograd) and its primitive ops (tadiff.ops). Importing ops binds
 # the operators and methods onto Tensor. The NumPy-like functions below make ``tadiff`` the array
 # namespace of its Tensors (tadiff._array.namespace), so xp-generic kernels accept Tensors.
-from tadiff import autograd, errors, ops
+# The layers built on the engine follow: index notation (define), structured gradients (sinkhorn,
+# householder_*), training (nn, optim, viz), and the integer linear algebra under it all.
+from tadiff import autograd, errors, intlinalg, nn, ops, optim, viz
 from tadiff.autograd.factories import (
     arange,
     empty,
@@ -30,6 +32,7 @@ from tadiff.autograd.factories import (
 )
 from tadiff.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tadiff.autograd.tensor import Tensor
+from tadiff.index import TensorFunction, define
 from tadiff.ops import (
     abs,
     add,
@@ -94,6 +97,8 @@ from tadiff.ops import (
     var,
     where,
 )
+from tadiff.structured.householder import householder_apply, householder_product
+from tadiff.structured.sinkhorn import sinkhorn
 
 clip = clamp
 float32 = _np.dtype("float32")
@@ -104,6 +109,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor",
+    "TensorFunction",
     "__version__",
     "abs",
     "add",
@@ -121,6 +127,7 @@ __all__ = [
     "clone",
     "concatenate",
     "cos",
+    "define",
     "div",
     "einsum",
     "empty",
@@ -137,7 +144,10 @@ __all__ = [
     "full",
     "full_like",
     "gather",
+    "householder_apply",
+    "householder_product",
     "int64",
+    "intlinalg",
     "is_grad_enabled",
     "linspace",
     "log",
@@ -154,11 +164,13 @@ __all__ = [
     "moveaxis",
     "mul",
     "neg",
+    "nn",
     "no_grad",
     "norm",
     "ones",
     "ones_like",
     "ops",
+    "optim",
     "permute",
     "pow",
     "prod",
@@ -173,6 +185,7 @@ __all__ = [
     "sigmoid",
     "sign",
     "sin",
+    "sinkhorn",
     "softmax",
     "split",
     "sqrt",
@@ -191,6 +204,7 @@ __all__ = [
     "unbind",
     "unsqueeze",
     "var",
+    "viz",
     "where",
     "zeros",
     "zeros_like",

@@ -1,4 +1,4 @@
-"""The ``tadiff`` command line: ``tadiff --version``, ``tadiff demo``.
+"""The ``tadiff`` command line: ``tadiff --version``, ``tadiff demo``, ``tadiff derive``.
 
 ``tadiff demo`` runs one showcase per capability that has landed. Each showcase lives next to the
 code it shows (``tadiff/<layer>/demo.py``) and exposes ``run(out) -> bool``: it prints through
@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 import tadiff
+from tadiff.errors import TadiffError
+from tadiff.index.command import add_derive_parser, run_derive
 
 # (title, module): shown in this order; a module that is absent is skipped so that the demo grows
 # as capabilities land.
@@ -23,6 +25,7 @@ _SHOWCASES: list[tuple[str, str]] = [
     ("Index notation and symbolic derivatives", "tadiff.index.demo"),
     ("Sinkhorn-Knopp with implicit differentiation", "tadiff.structured.sinkhorn_demo"),
     ("FastH: products of Householder matrices", "tadiff.structured.householder_demo"),
+    ("Training: nn, optim and the backward-graph picture", "tadiff.nn.demo"),
 ]
 
 
@@ -50,9 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"tadiff {tadiff.__version__}")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("demo", help="run the showcase of every capability, with self-checks")
+    add_derive_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _run_demo(print)
+    if args.command == "derive":
+        try:
+            return run_derive(args)
+        except TadiffError as exc:
+            # A user's typo deserves the message, not a traceback.
+            print(f"tadiff derive: {exc}", file=sys.stderr)
+            return 2
     parser.print_help()
     return 0
 
