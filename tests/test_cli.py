@@ -22,10 +22,8 @@ def test_demo_runs_and_all_self_checks_pass():
 
 
 def test_derive_prints_gradients_and_checks_them(capsys):
-    status = main(
-        ["derive", "y[i,j] = sum[k](x[i,k] * w[k,j])", "--shape", "x=2x3", "--shape", "w=3x4"]
-        + ["--check"]
-    )
+    matmul = "y[i,j] = sum[k](x[i,k] * w[k,j])"
+    status = main(["derive", matmul, "--shape", "x=2x3", "--shape", "w=3x4", "--check"])
     out = capsys.readouterr().out
     assert status == 0
     assert "dx[i, k] = sum[j=0:w.shape[1]](dy[i, j] * w[k, j])" in out
