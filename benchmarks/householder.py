@@ -43,8 +43,8 @@ _THREADS = _set_threads_before_numpy(sys.argv)
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-
 import torch  # noqa: E402
+
 from tadiff.structured import householder as hh  # noqa: E402
 from tadiff.torch.householder import householder_apply as torch_fasth  # noqa: E402
 

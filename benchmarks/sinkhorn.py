@@ -34,8 +34,9 @@ import time
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import tadiff  # noqa: E402
 import torch  # noqa: E402
+
+import tadiff  # noqa: E402
 from tadiff.structured.sinkhorn import sinkhorn as engine_sinkhorn  # noqa: E402
 from tadiff.structured.sinkhorn import sinkhorn_forward  # noqa: E402
 from tadiff.torch.sinkhorn import sinkhorn  # noqa: E402

@@ -18,10 +18,9 @@ from typing import Any
 from tadiff.errors import InputError, MissingDependencyError, ShapeError
 
 try:
+    import torch
     import triton
     import triton.language as tl
-
-    import torch
 except ImportError as _exc:  # pragma: no cover - exercised only without the extras
     raise MissingDependencyError("the fused Sinkhorn kernel", "triton", "triton") from _exc
 

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import torch
+
 from tadiff.errors import InputError, ShapeError
 from tadiff.structured.householder import (
     _apply_differentiable,

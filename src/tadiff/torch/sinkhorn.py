@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch.autograd.function import once_differentiable
 
-import torch
 from tadiff.structured.sinkhorn import (
     _check_cg,
     _check_matrix,
