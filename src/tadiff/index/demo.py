@@ -6,26 +6,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tadiff.index.function import TensorFunction, define
+from tadiff.index.function import define
+from tadiff.index.numcheck import central_vjp
 
 __all__ = ["run"]
 
 _CONV = "y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])"
-
-
-def _central_vjp(f: TensorFunction, arrays: dict, wrt: str, g: np.ndarray) -> np.ndarray:
-    eps = 1e-6
-    x = arrays[wrt].copy()
-    out = np.zeros_like(x)
-    for idx in np.ndindex(*x.shape):
-        keep = x[idx]
-        x[idx] = keep + eps
-        plus = np.sum(g * f(**{**arrays, wrt: x}))
-        x[idx] = keep - eps
-        minus = np.sum(g * f(**{**arrays, wrt: x}))
-        x[idx] = keep
-        out[idx] = (plus - minus) / (2 * eps)
-    return out
 
 
 def run(out: Callable[[str], None]) -> bool:
@@ -46,7 +32,7 @@ def run(out: Callable[[str], None]) -> bool:
         grad = f.grad(name)
         out(f"gradient:    {grad}")
         derived = grad(**arrays, dy=g)
-        error = float(np.max(np.abs(derived - _central_vjp(f, arrays, name, g))))
+        error = float(np.max(np.abs(derived - central_vjp(f, arrays, name, g))))
         passed = error < 1e-7
         ok &= passed
         verdict = "ok" if passed else "MISMATCH"
