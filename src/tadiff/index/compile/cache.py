@@ -1,0 +1,138 @@
+"""The kernel cache: derivation and compilation happen once per (definition, shapes, dtype, backend).
+
+A definition is identified by its structure: the body is a hash-consed node (equal expressions
+are the same object), so two ``define`` calls of the same text share their kernels.
+:func:`stats` reports what was derived and compiled and how long it took.
+
+Example:
+    >>> import numpy as np
+    >>> from tadiff.index import define
+    >>> f = define("z[i,j] = sum[k](x[i,k] * w[k,j])")
+    >>> k = kernel(f, {"x": (2, 3), "w": (3, 4)}, np.float64)
+    >>> k.backend, k is kernel(f, {"x": (2, 3), "w": (3, 4)}, np.float64)
+    ('einsum', True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from tadiff.errors import InputError, MissingDependencyError
+from tadiff.index import shapes as _shapes
+from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
+
+__all__ = ["BACKENDS", "clear_cache", "kernel", "record_derivation", "stats"]
+
+BACKENDS = ("auto", "einsum", "numpy", "numba")
+"""Backend names: ``auto`` is einsum for pure contractions, else the vectorized NumPy kernel."""
+
+_KERNELS: dict[tuple, Kernel] = {}
+_STATS = {
+    "derivations": 0,
+    "derivation_seconds": 0.0,
+    "compilations": 0,
+    "compile_seconds": 0.0,
+    "cache_hits": 0,
+}
+_BY_BACKEND: dict[str, int] = {}
+
+
+def record_derivation(seconds: float) -> None:
+    """Count one symbolic derivation (called by ``TensorFunction.grad``)."""
+    _STATS["derivations"] += 1
+    _STATS["derivation_seconds"] += seconds
+
+
+def stats() -> dict[str, object]:
+    """Counts and total times of derivations and compilations so far, and cache hits.
+
+    Returns:
+        ``{"derivations", "derivation_seconds", "compilations", "compile_seconds",
+        "cache_hits", "kernels" (cached now), "by_backend" {backend: compilations}}``.
+
+    Example:
+        >>> sorted(stats())[:3]
+        ['by_backend', 'cache_hits', 'compilations']
+    """
+    return {**_STATS, "kernels": len(_KERNELS), "by_backend": dict(_BY_BACKEND)}
+
+
+def clear_cache() -> None:
+    """Drop every cached kernel and reset the counters (numba's disk cache stays)."""
+    _KERNELS.clear()
+    _BY_BACKEND.clear()
+    for k in _STATS:
+        _STATS[k] = 0 if isinstance(_STATS[k], int) else 0.0
+
+
+def _key(fn) -> tuple:
+    return (fn.out_name, fn.out_vars, fn.out_ranges, fn.args, fn.body, fn.equal_sizes, fn.jacobian_of)
+
+
+def kernel(
+    fn,
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype: object = np.float64,
+    backend: str = "auto",
+) -> Kernel:
+    """The compiled kernel of ``fn`` for argument ``shapes`` and ``dtype``, from the cache.
+
+    Args:
+        fn: a TensorFunction (a definition or a derivative).
+        shapes: argument name -> shape.
+        dtype: ``float32`` or ``float64``; arguments and result have it.
+        backend: one of :data:`BACKENDS`.
+
+    Returns:
+        A callable :class:`~tadiff.index.compile.vectorized.Kernel`.
+
+    Raises:
+        InputError: unknown backend, or ``"einsum"`` for a body that is not a contraction.
+        ShapeError, BoundsError: shapes that do not fit the definition (checked once per key).
+        MissingDependencyError: ``"numba"`` without numba installed.
+    """
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise InputError(f"kernels compute in float32 or float64, got dtype {dtype}")
+    shapes = {name: tuple(int(n) for n in shapes[name]) for name in fn.args}
+    key = (_key(fn), tuple(shapes.items()), dtype.str, backend)
+    hit = _KERNELS.get(key)
+    if hit is not None:
+        _STATS["cache_hits"] += 1
+        return hit
+    start = time.perf_counter()
+    params = fn._params(shapes)
+    out_shape = fn.output_shape(**shapes)
+    _shapes.check_bounds(fn.body, fn.out_vars, out_shape, params, shapes)
+    result = _lower(fn, shapes, dtype, backend, params, out_shape)
+    _STATS["compilations"] += 1
+    _STATS["compile_seconds"] += time.perf_counter() - start
+    _BY_BACKEND[result.backend] = _BY_BACKEND.get(result.backend, 0) + 1
+    _KERNELS[key] = result
+    return result
+
+
+def _lower(fn, shapes, dtype, backend, params, out_shape) -> Kernel:
+    if backend in ("auto", "einsum"):
+        k = lower_einsum(fn, params, shapes, out_shape, dtype)
+        if k is not None:
+            return k
+        if backend == "einsum":
+            raise InputError(
+                f"{fn.out_name} is not a pure contraction (products of accesses with plain "
+                "indices over whole dimensions), so it has no einsum kernel; use backend='numpy'"
+            )
+    if backend == "numba":
+        try:
+            from tadiff.index.compile.numba_backend import lower_numba
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise MissingDependencyError(
+                f"backend='numba' needs numba ({e}); install it with `pip install numba`"
+            ) from None
+        return lower_numba(fn, shapes, dtype, params, out_shape)
+    return lower_numpy(fn, shapes, dtype, params, out_shape)
