@@ -12,12 +12,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.errors import DTypeError, InputError, MissingDependencyError, ShapeError
 from tadiff.index import expr as ir
 from tadiff.index import interpret, printer, shapes
 from tadiff.index.expr import (
@@ -73,11 +75,12 @@ class TensorFunction:
     equal_sizes: tuple[tuple[str, str, str], ...] = ()
     parent: tuple[TensorFunction, str] | None = None
     jacobian_of: tuple[TensorFunction, str] | None = None
+    backend: str = "auto"
     _grads: dict[str, TensorFunction] = field(default_factory=dict, repr=False)
     _checked: set = field(default_factory=set, repr=False)
 
     # -- shapes ---------------------------------------------------------------------------------
-    def _arrays(self, arrays: Mapping[str, object]) -> dict[str, np.ndarray]:
+    def _arrays(self, arrays: Mapping[str, object], convert: bool = True) -> dict[str, np.ndarray]:
         missing = [a for a in self.args if a not in arrays]
         extra = [a for a in arrays if a not in self.args]
         if missing or extra:
@@ -91,8 +94,9 @@ class TensorFunction:
             if not isinstance(arrays[name], np.ndarray | np.generic | int | float | list | tuple):
                 raise DTypeError(
                     f"argument {name} of {self.out_name}: the reference evaluation takes NumPy "
-                    f"arrays, got {type(arrays[name]).__name__} (convert with np.asarray; "
-                    "tensor support comes with the engine integration)"
+                    f"arrays (and compiled evaluation tadiff Tensors), got "
+                    f"{type(arrays[name]).__name__} (convert with np.asarray; torch tensors go "
+                    "through tadiff.torch)"
                 )
             value = np.asarray(arrays[name])
             if value.dtype.kind not in "biuf":
@@ -105,7 +109,7 @@ class TensorFunction:
                     f"argument {name} of {self.out_name} is indexed with {self.arg_ranks[name]} "
                     f"indices but has shape {value.shape} ({value.ndim} dimensions)"
                 )
-            out[name] = value.astype(np.float64, copy=False)
+            out[name] = value.astype(np.float64, copy=False) if convert else value
         return out
 
     def _params(self, arg_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
@@ -152,13 +156,24 @@ class TensorFunction:
             )
 
     # -- evaluation -----------------------------------------------------------------------------
-    def __call__(self, **arrays: object) -> np.ndarray:
-        """Evaluate on NumPy arrays with the reference interpreter (float64, plain loops).
+    def __call__(self, **arrays: object):
+        """Evaluate: on tadiff Tensors as a recorded engine op, on NumPy arrays by reference.
+
+        With at least one :class:`tadiff.Tensor` argument the result is a Tensor computed by the
+        compiled kernel (backend ``"auto"``; see :meth:`evaluate` and :meth:`using`), and its
+        backward runs the compiled derivative kernels — differentiable again under
+        ``create_graph``. With only NumPy arrays it is the reference interpreter (float64, plain
+        loops), the oracle of the compiled backends; use :meth:`evaluate` for speed.
 
         Raises:
             ShapeError: wrong number of dimensions, sizes that must agree do not.
             BoundsError: an access would leave its argument for these shapes (checked first).
         """
+        if any(_is_tensor(v) for v in arrays.values()):
+            from tadiff.index.compile.engine_op import call_engine
+
+            self._arrays({k: _data_of(v) for k, v in arrays.items()}, convert=False)
+            return call_engine(self, arrays, self.backend)
         values = self._arrays(arrays)
         arg_shapes = {k: v.shape for k, v in values.items()}
         out_shape = self.output_shape(**arg_shapes)
@@ -168,6 +183,59 @@ class TensorFunction:
             shapes.check_bounds(self.body, self.out_vars, out_shape, params, arg_shapes)
             self._checked.add(key)
         return interpret.evaluate(self.out_vars, out_shape, self.body, values, params)
+
+    def evaluate(self, arrays: Mapping[str, object], backend: str | None = None) -> np.ndarray:
+        """Evaluate on NumPy arrays with a compiled, cached kernel.
+
+        Args:
+            arrays: argument name -> array. The result is float32 when every float argument
+                is float32, else float64.
+            backend: ``"auto"`` (einsum for contractions, else vectorized NumPy), ``"einsum"``,
+                ``"numpy"`` or ``"numba"``; default this function's :attr:`backend`.
+
+        Returns:
+            The output array.
+
+        Example:
+            >>> f = define("y[i] = sum[k](x[i+k] * w[k])")
+            >>> f.evaluate({"x": np.arange(4.0), "w": np.ones(2)}).tolist()
+            [1.0, 3.0, 5.0]
+        """
+        from tadiff.index.compile.engine_op import evaluate_arrays
+
+        self._arrays(arrays, convert=False)
+        return evaluate_arrays(self, arrays, backend or self.backend)
+
+    def using(self, backend: str) -> TensorFunction:
+        """This function with another default kernel backend (for Tensor calls and evaluate).
+
+        Example:
+            >>> define("y[i] = x[i] * 2").using("numpy").backend
+            'numpy'
+        """
+        from tadiff.index.compile.cache import BACKENDS
+
+        if backend not in BACKENDS:
+            raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+        twin = dataclasses.replace(self, _grads={}, _checked=set())
+        twin.backend = backend
+        return twin
+
+    def source(self, backend: str = "numba") -> str:
+        """The generated kernel source (``"numba"``: the loop nest, shape independent).
+
+        Raises:
+            MissingDependencyError: numba is not installed.
+        """
+        if backend != "numba":
+            raise InputError(f"only the numba backend generates source, not {backend!r}")
+        try:
+            from tadiff.index.compile.numba_backend import numba_source
+        except ImportError as e:
+            raise MissingDependencyError(
+                f"source('numba') needs numba ({e}); install it with `pip install numba`"
+            ) from None
+        return numba_source(self)
 
     # -- derivatives ----------------------------------------------------------------------------
     def grad(self, wrt: str) -> TensorFunction:
@@ -186,9 +254,12 @@ class TensorFunction:
                 f"{self.out_name} has no argument {wrt!r}; arguments: {', '.join(self.args)}"
             )
         if wrt not in self._grads:
+            from tadiff.index.compile.cache import record_derivation
             from tadiff.index.derive import derive
 
+            start = time.perf_counter()
             self._grads[wrt] = derive(self, wrt)
+            record_derivation(time.perf_counter() - start)
         return self._grads[wrt]
 
     def jacobian(self, wrt: str) -> TensorFunction:
@@ -276,6 +347,16 @@ class TensorFunction:
             for a in index_exprs(node):
                 names.update(v for v in a.variables if is_param(v))
         return frozenset(names)
+
+
+def _is_tensor(value: object) -> bool:
+    from tadiff.autograd.tensor import Tensor
+
+    return isinstance(value, Tensor)
+
+
+def _data_of(value: object) -> object:
+    return value.data if _is_tensor(value) else value
 
 
 def _constant_size(r: shapes.Range | None) -> int | None:

@@ -1,0 +1,109 @@
+"""Index-notation functions as autograd engine operations.
+
+Calling a :class:`~tadiff.index.TensorFunction` on tadiff Tensors runs its compiled forward
+kernel and records one node. That node's backward evaluates the compiled kernels of the derived
+functions ``f.grad(name)`` — gather form, one output element at a time, no scatter. Under
+``create_graph=True`` the backward instead *calls* those derived TensorFunctions on Tensors, so
+each is recorded as an engine op of its own and is differentiated by re-derivation: second (and
+higher) order gradients need no hand-written rule.
+
+Example:
+    >>> import numpy as np, tadiff as td
+    >>> from tadiff.index import define
+    >>> f = define("y[t] = sum[k](x[t+k] * w[k])")
+    >>> x = td.tensor(np.arange(5.0), requires_grad=True)
+    >>> w = td.tensor(np.ones(2), requires_grad=True)
+    >>> y = f(x=x, w=w); y.sum().backward()
+    >>> x.grad.data.tolist(), w.grad.data.tolist()
+    ([1.0, 2.0, 2.0, 2.0, 1.0], [6.0, 10.0])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from tadiff.autograd.function import Function
+from tadiff.autograd.grad_mode import is_grad_enabled
+from tadiff.autograd.tensor import Tensor
+from tadiff.errors import DTypeError
+from tadiff.index.compile.cache import kernel
+
+__all__ = ["call_engine"]
+
+
+def _data(value: object) -> np.ndarray:
+    return value.data if isinstance(value, Tensor) else np.asarray(value)
+
+
+def _compute_dtype(fn, values: Mapping[str, object]) -> np.dtype:
+    """float32 when every float argument is float32, else float64 (as in NumPy promotion)."""
+    kinds = []
+    for name in fn.args:
+        data = _data(values[name])
+        if data.dtype.kind not in "biuf":
+            raise DTypeError(
+                f"argument {name} of {fn.out_name} must be a real number array, got dtype "
+                f"{data.dtype}"
+            )
+        kinds.append(data.dtype)
+    floats = [d for d in kinds if d.kind == "f"]
+    if floats and all(d == np.float32 for d in floats):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def evaluate_arrays(fn, values: Mapping[str, object], backend: str) -> np.ndarray:
+    """``fn`` on raw arrays through its cached compiled kernel (no graph)."""
+    dtype = _compute_dtype(fn, values)
+    arrays = {n: _data(values[n]).astype(dtype, copy=False) for n in fn.args}
+    return kernel(fn, {n: a.shape for n, a in arrays.items()}, dtype, backend)(arrays)
+
+
+class IndexOp(Function):
+    """The engine Function of an index-notation definition (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, fn, backend, *tensors):
+        values = dict(zip(fn.args, tensors, strict=True))
+        ctx.fn, ctx.backend = fn, backend
+        ctx.save_for_backward(*tensors)
+        return evaluate_arrays(fn, values, backend)
+
+    @staticmethod
+    def backward(ctx, grad):
+        fn, backend = ctx.fn, ctx.backend
+        tensors = ctx.saved_tensors
+        values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
+        needed = ctx.needs_input_grad[2:]
+        grads: list[object] = [None, None]
+        for name, t, need in zip(fn.args, tensors, needed, strict=True):
+            if not need:
+                grads.append(None)
+                continue
+            derivative = fn.grad(name)
+            inputs = {n: values[n] for n in derivative.args}
+            if is_grad_enabled():
+                # create_graph: record the derivative as an op of its own, differentiable again
+                g = call_engine(derivative, inputs, backend)
+                grads.append(g if g.data.dtype == t.data.dtype else g.to(t.data.dtype))
+            else:
+                g = evaluate_arrays(derivative, inputs, backend)
+                grads.append(g.astype(t.data.dtype, copy=False))
+        return tuple(grads)
+
+
+def call_engine(fn, values: Mapping[str, object], backend: str = "auto") -> Tensor:
+    """Evaluate ``fn`` on Tensors (or arrays) as one recorded engine operation.
+
+    Args:
+        fn: a TensorFunction.
+        values: argument name -> Tensor or array (arrays are constants).
+        backend: kernel backend (see :data:`~tadiff.index.compile.BACKENDS`).
+
+    Returns:
+        A Tensor of ``fn``'s output shape; float32 when every float argument is float32.
+    """
+    tensors = [v if isinstance(v, Tensor) else Tensor(np.asarray(v)) for v in (values[n] for n in fn.args)]
+    return IndexOp.apply(fn, backend, *tensors)
