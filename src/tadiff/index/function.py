@@ -232,9 +232,7 @@ class TensorFunction:
         try:
             from tadiff.index.compile.numba_backend import numba_source
         except ImportError as e:
-            raise MissingDependencyError(
-                f"source('numba') needs numba ({e}); install it with `pip install numba`"
-            ) from None
+            raise MissingDependencyError("source('numba')", "numba", "numba") from e
         return numba_source(self)
 
     # -- derivatives ----------------------------------------------------------------------------

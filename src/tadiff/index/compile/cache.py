@@ -131,8 +131,6 @@ def _lower(fn, shapes, dtype, backend, params, out_shape) -> Kernel:
         try:
             from tadiff.index.compile.numba_backend import lower_numba
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise MissingDependencyError(
-                f"backend='numba' needs numba ({e}); install it with `pip install numba`"
-            ) from None
+            raise MissingDependencyError("the numba backend", "numba", "numba") from e
         return lower_numba(fn, shapes, dtype, params, out_shape)
     return lower_numpy(fn, shapes, dtype, params, out_shape)

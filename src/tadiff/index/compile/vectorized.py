@@ -316,6 +316,7 @@ class _Planner:
     def _sum(self, node: Sum) -> Callable[[Arrays], np.ndarray]:
         saved, depth = dict(self.env), self.depth
         chain, mask, empty = [], None, False
+        widths: dict[int, int] = {}
         body: Node = node
         while isinstance(body, Sum):
             axis = self.depth
@@ -335,17 +336,19 @@ class _Planner:
             self._keep.append(grid)
             self.env[body.var] = grid
             chain.append(axis)
+            widths[axis] = width
             body = body.body
         if mask is not None and not mask.any():
             empty = True
-        result = None if empty else self._reduce_body(body, chain, mask)
+        result = None if empty else self._reduce_body(body, widths, mask)
         self.env, self.depth = saved, depth
         if result is None:
             zero = self._scalar(0.0)
             return lambda arrays: zero
         return result
 
-    def _reduce_body(self, body: Node, axes: list[int], mask) -> Callable[[Arrays], np.ndarray]:
+    def _reduce_body(self, body: Node, widths: dict[int, int], mask) -> Callable[[Arrays], np.ndarray]:
+        axes = list(widths)
         scale, factors = _product_factors(body)
         typed_scale = self.dtype.type(scale)
         if factors and all(isinstance(f, Access | Index) for f in factors):
@@ -357,7 +360,7 @@ class _Planner:
                 ops = [p(arrays) for p in plans]
                 if mask_f is not None:
                     ops.append(mask_f)
-                return _einsum_reduce(ops, axes, ndim, typed_scale)
+                return _einsum_reduce(ops, widths, ndim, typed_scale)
 
             return contract
         inner = self.plan(body)
@@ -367,7 +370,8 @@ class _Planner:
             value = inner(arrays)
             if mask is not None:
                 value = np.where(mask, value, 0)
-            return np.sum(value, axis=axes_t, keepdims=True, dtype=self.dtype)
+            total = np.sum(value, axis=axes_t, keepdims=True, dtype=self.dtype)
+            return total * _uncovered(widths, [value.shape], self.dtype)
 
         return reduce
 
@@ -379,7 +383,16 @@ def _reduce(f, values):
     return out
 
 
-def _einsum_reduce(ops: list[np.ndarray], axes: list[int], ndim: int, scale) -> np.ndarray:
+def _uncovered(widths: dict[int, int], shapes: list[tuple[int, ...]], dtype) -> object:
+    """The number of terms of sum axes that no operand spans (a body constant along them)."""
+    count = 1
+    for axis, width in widths.items():
+        if all(shape[axis] == 1 for shape in shapes):
+            count *= width
+    return dtype.type(count)
+
+
+def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, scale) -> np.ndarray:
     """Sum over ``axes`` of the broadcast product of ``ops`` (each with ``ndim`` axes), keeping
     the reduced axes as size 1; einsum picks a contraction order (BLAS where it can)."""
     letters = string.ascii_letters[:ndim]
@@ -390,6 +403,8 @@ def _einsum_reduce(ops: list[np.ndarray], axes: list[int], ndim: int, scale) -> 
         used.update(keep)
         squeezed.append(op.reshape([op.shape[a] for a in keep]))
         subs.append("".join(letters[a] for a in keep))
+    axes = list(widths)
+    scale = scale * _uncovered(widths, [op.shape for op in ops], np.dtype(ops[0].dtype))
     out_axes = [a for a in sorted(used) if a not in axes]
     spec = ",".join(subs) + "->" + "".join(letters[a] for a in out_axes)
     result = np.einsum(spec, *squeezed, optimize=len(ops) > 2 or None)

@@ -1,0 +1,177 @@
+"""Every compiled backend against the reference interpreter (the oracle).
+
+The corpus is the derivation corpus of test_derive (imported, not copied): forward and every
+gradient, float64 and float32, for the einsum/NumPy lowering ("auto"), the vectorized NumPy
+kernels alone and the Numba loop nests. Hypothesis adds random affine definitions (triangular
+sums, conditions, negative strides) from test_random_definitions' strategy.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_derive import CORPUS, SECOND_ORDER
+from test_random_definitions import definitions
+
+from tadiff.errors import BoundsError, InputError, MissingDependencyError, ShapeError
+from tadiff.index import define
+from tadiff.index.compile import kernel
+
+BACKENDS = ["auto", "numpy", "numba"]
+_TOL = {np.float64: 1e-12, np.float32: 2e-5}
+
+
+def _needs(backend: str) -> None:
+    if backend == "numba":
+        pytest.importorskip("numba")
+
+
+def _cases(source, shapes, rng):
+    """(function, argument arrays) for the forward and every gradient, reference values."""
+    f = define(source)
+    arrays = {n: rng.uniform(0.3, 0.9, size=shapes[n]) for n in f.args}
+    g = rng.normal(size=f(**arrays).shape)
+    return [(f, arrays)] + [(f.grad(n), {**arrays, f.grad_name: g}) for n in f.args]
+
+
+def _agree(fn, arrays, backend, dtype):
+    reference = fn(**arrays)
+    typed = {n: arrays[n].astype(dtype) for n in fn.args}
+    k = kernel(fn, {n: a.shape for n, a in typed.items()}, dtype, backend)
+    got = k(typed)
+    assert got.dtype == dtype and got.shape == reference.shape, str(fn)
+    if dtype == np.float32:
+        # the oracle on the float32-rounded inputs: what is compared is the kernel's arithmetic
+        reference = fn(**{n: a.astype(np.float64) for n, a in typed.items()})
+    tol = _TOL[dtype]
+    np.testing.assert_allclose(got, reference, rtol=tol, atol=tol, err_msg=str(fn))
+    return k
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("source", "shapes"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_corpus_forward_and_gradients_match_interpreter(source, shapes, backend, dtype):
+    _needs(backend)
+    for fn, arrays in _cases(source, shapes, np.random.default_rng(0)):
+        k = _agree(fn, arrays, backend, dtype)
+        assert k.backend == ("numba" if backend == "numba" else k.backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("source", "shapes", "first", "second"), SECOND_ORDER, ids=[f"{c[0]} {c[2]},{c[3]}" for c in SECOND_ORDER]
+)
+def test_second_derivatives_match_interpreter(source, shapes, first, second, backend):
+    _needs(backend)
+    rng = np.random.default_rng(1)
+    f = define(source)
+    arrays = {n: rng.uniform(0.2, 0.8, size=shapes[n]) for n in f.args}
+    g1 = f.grad(first)
+    args1 = {**arrays, f.grad_name: rng.normal(size=f(**arrays).shape)}
+    g2 = g1.grad(second)
+    args2 = {**args1, g1.grad_name: rng.normal(size=g1(**args1).shape)}
+    _agree(g2, args2, backend, np.float64)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(definitions(), st.integers(0, 2**32 - 1))
+def test_random_definitions_vectorized_matches_interpreter(case, seed):
+    source, shapes = case
+    f = define(source)
+    rng = np.random.default_rng(seed)
+    arrays = {a: rng.uniform(-1, 1, size=shapes[a]) for a in f.args}
+    g = rng.normal(size=f(**arrays).shape)
+    _agree(f, arrays, "numpy", np.float64)
+    for name in f.args:
+        grad = f.grad(name)
+        args = {**arrays, f.grad_name: g}
+        _agree(grad, args, "numpy", np.float64)
+        # and one level deeper: the derivative of the derivative (all its arguments)
+        gg = rng.normal(size=grad(**args).shape)
+        for second in grad.args:
+            _agree(grad.grad(second), {**args, grad.grad_name: gg}, "numpy", np.float64)
+
+
+def test_contractions_lower_to_einsum_and_others_do_not():
+    f = define("z[b,i,j] = sum[k](x[b,i,k] * w[b,k,j])")
+    shapes = {"x": (2, 3, 4), "w": (2, 4, 5)}
+    assert kernel(f, shapes).backend == "einsum"
+    assert "einsum" in kernel(f, shapes).source
+    # both gradients of a batched matmul are contractions again
+    gshapes = {**shapes, "dz": (2, 3, 5)}
+    assert kernel(f.grad("x"), gshapes).backend == "einsum"
+    assert kernel(f.grad("w"), gshapes).backend == "einsum"
+    conv = define("y[t] = sum[k](x[2*t+k] * w[k])")
+    assert kernel(conv, {"x": (9,), "w": (3,)}).backend == "numpy"
+    with pytest.raises(InputError, match="y is not a pure contraction"):
+        kernel(conv, {"x": (9,), "w": (3,)}, backend="einsum")
+
+
+def test_windowed_sum_is_masked_to_the_widest_window_not_the_whole_range():
+    # the input gradient of a long strided convolution sums over t in a window of at most
+    # ceil(K/2) values per element: the vectorized kernel must not build a (P, T) mask
+    f = define("y[t] = sum[k](x[2*t+k] * w[k])")
+    grad = f.grad("x")
+    shapes = {"x": (2001,), "w": (3,), "dy": (1000,)}
+    from tadiff.index.compile.vectorized import _Planner
+
+    planner = _Planner(grad, grad._params(shapes), shapes, (2001,), np.dtype(np.float64))
+    planner.plan(grad.body)
+    widest = max(g.shape[-1] for g in planner._keep)
+    assert widest == 2  # t = lower(p) + j, j in {0, 1}
+    rng = np.random.default_rng(3)
+    args = {n: rng.normal(size=s) for n, s in shapes.items()}
+    dense = np.zeros(2001)
+    for t in range(1000):  # independent scatter oracle
+        dense[2 * t : 2 * t + 3] += args["dy"][t] * args["w"]
+    np.testing.assert_allclose(kernel(grad, shapes, backend="numpy")(args), dense, rtol=1e-12)
+
+
+def test_numba_source_has_exact_bounds_and_parallel_outer_loop():
+    pytest.importorskip("numba")
+    f = define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
+    src = f.grad("x").source("numba")
+    assert "numba.prange(out.shape[0])" in src
+    assert "cache=True" in src
+    # the window of t: max(0, ceil((p - K + 1)/2)) .. min(T - 1, floor(p/2)) for each element
+    assert "max(" in src and "min(" in src and "// 2" in src
+    assert "+=" in src and "np.add.at" not in src
+
+
+def test_bad_backend_dtype_and_shapes_are_reported():
+    f = define("y[t] = sum[k](x[t+k] * w[k])")
+    with pytest.raises(InputError, match="unknown backend 'cuda'"):
+        kernel(f, {"x": (5,), "w": (2,)}, backend="cuda")
+    with pytest.raises(InputError, match="float32 or float64, got dtype int64"):
+        kernel(f, {"x": (5,), "w": (2,)}, np.int64)
+    with pytest.raises(ShapeError, match="not positive|size"):
+        kernel(f, {"x": (2,), "w": (5,)})
+    g = define("y[i:4] = x[2*i]")
+    with pytest.raises(BoundsError, match="x"):
+        kernel(g, {"x": (5,)})
+    with pytest.raises(InputError, match="unknown backend"):
+        f.using("fortran")
+
+
+def test_missing_numba_raises_missing_dependency(monkeypatch):
+    f = define("y[i] = x[i] * 3")
+    monkeypatch.setitem(sys.modules, "numba", None)
+    monkeypatch.delitem(sys.modules, "tadiff.index.compile.numba_backend", raising=False)
+    with pytest.raises(MissingDependencyError, match="needs numba.*pip install"):
+        kernel(f, {"x": (7,)}, backend="numba")
+    with pytest.raises(MissingDependencyError, match="numba"):
+        f.source("numba")
+
+
+def test_evaluate_keeps_float32_and_matches_reference():
+    f = define("y[i] = sum[k=0:3](x[3*i+k]) / 3")
+    x = np.random.default_rng(0).normal(size=12).astype(np.float32)
+    got = f.evaluate({"x": x})
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, x.reshape(4, 3).mean(axis=1), rtol=1e-6)
+    assert f.evaluate({"x": x.astype(np.float64)}, backend="numpy").dtype == np.float64
