@@ -28,11 +28,29 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without torch
     raise MissingDependencyError("tadiff.torch", "torch", "torch") from _exc
 
+import functools as _functools
+
 from tadiff.torch import library
+from tadiff.torch._once import guard_inputs as _guard_inputs
 from tadiff.torch.convert import from_torch, to_torch
 from tadiff.torch.function import function
 from tadiff.torch.householder import LinearSVD, Orthogonal, householder_apply, householder_product
-from tadiff.torch.sinkhorn import sinkhorn
+from tadiff.torch.sinkhorn import sinkhorn as _sinkhorn_function
+
+_SINKHORN_ONCE = (
+    "sinkhorn: the implicit backward is once-differentiable (no create_graph through the linear "
+    "solve); use backward='unrolled' for higher derivatives"
+)
+
+
+@_functools.wraps(_sinkhorn_function)
+def sinkhorn(X, a=None, b=None, **options):
+    # The Function's backward is torch-once_differentiable, which would give silent zeros for
+    # the second derivative wrt X; the guard makes it raise instead (see tadiff.torch._once).
+    if options.get("backward", "auto") != "unrolled":
+        X, a, b = _guard_inputs(_SINKHORN_ONCE, X, a, b)
+    return _sinkhorn_function(X, a, b, **options)
+
 
 __all__ = [
     "LinearSVD",

@@ -16,11 +16,16 @@ The contract a tadiff Function must meet to be portable:
 * Use only the ``ctx`` API both engines have: ``save_for_backward``, ``saved_tensors``,
   ``needs_input_grad``, ``mark_non_differentiable``, ``set_materialize_grads`` and plain
   attributes (``ctx.factor = 2.0``).
+* Save only inputs and outputs with ``save_for_backward``; recompute other intermediates in
+  ``backward``. An intermediate of ``forward`` (which runs without recording) is a constant to
+  a second derivative in both engines, so saving one gives wrong higher-order gradients.
 * Return from ``backward`` one gradient per ``forward`` argument (None for non-tensors), of the
   input's shape.
 * A backward written with ``xp`` ops is differentiable again in both engines (``create_graph``,
-  ``gradgradcheck``). A backward decorated with ``tadiff.autograd.once_differentiable`` becomes
-  torch's ``once_differentiable`` here: differentiating it twice raises torch's error.
+  ``gradgradcheck``). A backward decorated with ``tadiff.autograd.once_differentiable`` runs
+  without recording here too, and a second derivative through it raises ``AutogradError`` —
+  also with respect to the saved tensors, where torch's own ``once_differentiable`` would
+  silently give zeros.
 
 NumPy arrays returned by ``forward`` or ``backward`` are accepted only for CPU inputs and are
 copied into tensors of the inputs' device; they cut the graph, so such a backward must be
@@ -54,6 +59,7 @@ import torch
 
 from tadiff.autograd.function import Function
 from tadiff.errors import AutogradError, DTypeError
+from tadiff.torch._once import refuse_second_order
 
 __all__ = ["function"]
 
@@ -102,9 +108,12 @@ def function(fn_cls: type[Function]) -> type[torch.autograd.Function]:
     tadiff_backward = fn_cls.backward
     once = getattr(tadiff_backward, "_once_differentiable", False)
     if once:
-        # tadiff's wrapper consults tadiff's grad mode and wraps results as engine Tensors; torch
-        # needs its own wrapper around the undecorated code.
-        tadiff_backward = torch.autograd.function.once_differentiable(tadiff_backward.__wrapped__)
+        # tadiff's wrapper consults tadiff's grad mode and makes engine Tensors: unwrap it.
+        tadiff_backward = tadiff_backward.__wrapped__
+    refusal = (
+        f"function {name}: its backward is marked @once_differentiable and cannot be "
+        "differentiated again"
+    )
 
     def forward(ctx: Any, *args: Any) -> Any:
         ctx._tadiff_device = _device_of(args)  # a device, not a tensor: no reference kept
@@ -116,12 +125,18 @@ def function(fn_cls: type[Function]) -> type[torch.autograd.Function]:
         return _as_torch(out, ctx._tadiff_device, name, "forward", 0)
 
     def backward(ctx: Any, *grads: Any) -> Any:
-        result = tadiff_backward(ctx, *grads)
+        if once:
+            with torch.no_grad():
+                result = tadiff_backward(ctx, *grads)
+        else:
+            result = tadiff_backward(ctx, *grads)
         single = not isinstance(result, tuple)
         results = (result,) if single else result
         results = tuple(
             _as_torch(r, ctx._tadiff_device, name, "backward", k) for k, r in enumerate(results)
         )
+        if once:  # tie the results to what they depend on, so a second derivative raises
+            results = refuse_second_order(refusal, results, (*ctx.saved_tensors, *grads))
         return results[0] if single else results
 
     torch_cls = type(
