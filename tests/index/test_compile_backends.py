@@ -64,7 +64,9 @@ def test_corpus_forward_and_gradients_match_interpreter(source, shapes, backend,
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
-    ("source", "shapes", "first", "second"), SECOND_ORDER, ids=[f"{c[0]} {c[2]},{c[3]}" for c in SECOND_ORDER]
+    ("source", "shapes", "first", "second"),
+    SECOND_ORDER,
+    ids=[f"{c[0]} {c[2]},{c[3]}" for c in SECOND_ORDER],
 )
 def test_second_derivatives_match_interpreter(source, shapes, first, second, backend):
     _needs(backend)
@@ -149,7 +151,7 @@ def test_bad_backend_dtype_and_shapes_are_reported():
         kernel(f, {"x": (5,), "w": (2,)}, backend="cuda")
     with pytest.raises(InputError, match="float32 or float64, got dtype int64"):
         kernel(f, {"x": (5,), "w": (2,)}, np.int64)
-    with pytest.raises(ShapeError, match="not positive|size"):
+    with pytest.raises(ShapeError, match="output index 't' of y would have size -2"):
         kernel(f, {"x": (2,), "w": (5,)})
     g = define("y[i:4] = x[2*i]")
     with pytest.raises(BoundsError, match="x"):
@@ -162,7 +164,7 @@ def test_missing_numba_raises_missing_dependency(monkeypatch):
     f = define("y[i] = x[i] * 3")
     monkeypatch.setitem(sys.modules, "numba", None)
     monkeypatch.delitem(sys.modules, "tadiff.index.compile.numba_backend", raising=False)
-    with pytest.raises(MissingDependencyError, match="needs numba.*pip install"):
+    with pytest.raises(MissingDependencyError, match=r"needs numba.*pip install"):
         kernel(f, {"x": (7,)}, backend="numba")
     with pytest.raises(MissingDependencyError, match="numba"):
         f.source("numba")

@@ -1,4 +1,4 @@
-"""The kernel cache: derivation and compilation happen once per (definition, shapes, dtype, backend).
+"""The kernel cache: derive and compile once per (definition, shapes, dtype, backend).
 
 A definition is identified by its structure: the body is a hash-consed node (equal expressions
 are the same object), so two ``define`` calls of the same text share their kernels.
@@ -69,7 +69,15 @@ def clear_cache() -> None:
 
 
 def _key(fn) -> tuple:
-    return (fn.out_name, fn.out_vars, fn.out_ranges, fn.args, fn.body, fn.equal_sizes, fn.jacobian_of)
+    return (
+        fn.out_name,
+        fn.out_vars,
+        fn.out_ranges,
+        fn.args,
+        fn.body,
+        fn.equal_sizes,
+        fn.jacobian_of,
+    )
 
 
 def kernel(

@@ -105,5 +105,7 @@ def call_engine(fn, values: Mapping[str, object], backend: str = "auto") -> Tens
     Returns:
         A Tensor of ``fn``'s output shape; float32 when every float argument is float32.
     """
-    tensors = [v if isinstance(v, Tensor) else Tensor(np.asarray(v)) for v in (values[n] for n in fn.args)]
+    tensors = [
+        v if isinstance(v, Tensor) else Tensor(np.asarray(v)) for v in (values[n] for n in fn.args)
+    ]
     return IndexOp.apply(fn, backend, *tensors)

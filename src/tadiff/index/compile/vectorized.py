@@ -102,7 +102,9 @@ def _product_factors(node: Node) -> tuple[float, list[Node]]:
     return 1.0, [node]
 
 
-def _constant_bound(bounds: tuple[Affine, ...], params: Mapping[str, int], lower: bool) -> int | None:
+def _constant_bound(
+    bounds: tuple[Affine, ...], params: Mapping[str, int], lower: bool
+) -> int | None:
     values = []
     for b in bounds:
         coeffs, const, den = integer_form(b, params)
@@ -164,7 +166,9 @@ def lower_einsum(fn, params: Mapping[str, int], shapes: Mapping, out_shape, dtyp
         result = np.asarray(result, dtype=dtype).reshape(view)
         return np.array(np.broadcast_to(result, out_shape), dtype=dtype)
 
-    return Kernel("einsum", run, tuple(out_shape), dtype, f"np.einsum({spec!r}, {', '.join(names)})")
+    return Kernel(
+        "einsum", run, tuple(out_shape), dtype, f"np.einsum({spec!r}, {', '.join(names)})"
+    )
 
 
 # -- the vectorized lowering --------------------------------------------------------------------
@@ -269,8 +273,10 @@ class _Planner:
             return lambda arrays: value
         if isinstance(node, Index):
             num, den = self.affine(node.expr)
-            value = (np.asarray(num) / den).astype(self.dtype).reshape(
-                np.shape(num) if np.ndim(num) else (1,) * self.ndim
+            value = (
+                (np.asarray(num) / den)
+                .astype(self.dtype)
+                .reshape(np.shape(num) if np.ndim(num) else (1,) * self.ndim)
             )
             return lambda arrays: value
         if isinstance(node, Access):
@@ -347,7 +353,9 @@ class _Planner:
             return lambda arrays: zero
         return result
 
-    def _reduce_body(self, body: Node, widths: dict[int, int], mask) -> Callable[[Arrays], np.ndarray]:
+    def _reduce_body(
+        self, body: Node, widths: dict[int, int], mask
+    ) -> Callable[[Arrays], np.ndarray]:
         axes = list(widths)
         scale, factors = _product_factors(body)
         typed_scale = self.dtype.type(scale)
@@ -415,7 +423,9 @@ def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, sca
     return result * scale if scale != 1 else result
 
 
-def lower_numpy(fn, shapes: Mapping[str, tuple[int, ...]], dtype, params=None, out_shape=None) -> Kernel:
+def lower_numpy(
+    fn, shapes: Mapping[str, tuple[int, ...]], dtype, params=None, out_shape=None
+) -> Kernel:
     """The vectorized NumPy kernel of ``fn`` for argument ``shapes`` and ``dtype``.
 
     Args:
