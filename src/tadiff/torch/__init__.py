@@ -10,6 +10,7 @@ Public names:
         (:mod:`tadiff.torch.householder`).
     function: run a user's tadiff ``Function`` in torch autograd (:mod:`tadiff.torch.function`).
     to_torch, from_torch: conversions, zero-copy on CPU (:mod:`tadiff.torch.convert`).
+    define: index-notation ops with derived backward, CPU tensors (:mod:`tadiff.torch.define`).
     library: the same ops registered as ``torch.ops.tadiff.*`` custom ops, which
         ``torch.compile`` keeps in one graph (:mod:`tadiff.torch.library`).
 
@@ -33,6 +34,7 @@ import functools as _functools
 from tadiff.torch import library
 from tadiff.torch._once import guard_inputs as _guard_inputs
 from tadiff.torch.convert import from_torch, to_torch
+from tadiff.torch.define import define
 from tadiff.torch.function import function
 from tadiff.torch.householder import LinearSVD, Orthogonal, householder_apply, householder_product
 from tadiff.torch.sinkhorn import sinkhorn as _sinkhorn_function
@@ -55,6 +57,7 @@ def sinkhorn(X, a=None, b=None, **options):
 __all__ = [
     "LinearSVD",
     "Orthogonal",
+    "define",
     "from_torch",
     "function",
     "householder_apply",

@@ -1,0 +1,143 @@
+"""Index-notation ops on torch tensors, with derived backward: ``tadiff.torch.define``.
+
+``define("y[b,o,t] = sum[c,k](x[b,c,t+k] * w[o,c,k])")`` gives an op you call with torch tensors
+inside ``torch.autograd``. Its forward runs the compiled kernel of the definition
+(:mod:`tadiff.index.compile`: einsum, vectorized NumPy or Numba), its backward the compiled
+kernels of the *derived* functions ``f.grad(name)`` — gather form, no scatter. Under
+``create_graph`` the backward calls those derived functions as ops of their own, so second and
+higher derivatives come from re-derivation, with no hand-written rule.
+
+Limits (what remains of issue 8 here): the kernels are NumPy kernels, so this runs on **CPU
+tensors only** — a CUDA tensor raises :class:`tadiff.errors.InputError`; there is no torch-native
+(any-device) or Triton lowering yet. CPU inputs are viewed as NumPy arrays without a copy; the
+result is a fresh tensor. Arguments are computed in float32 when every float argument is
+float32, else float64; each gradient comes back in its argument's dtype.
+
+Example:
+    >>> import torch
+    >>> f = define("y[i] = sum[k](x[i+k] * w[k])")
+    >>> x = torch.arange(5.0, dtype=torch.float64, requires_grad=True)
+    >>> w = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    >>> f(x=x, w=w).sum().backward()
+    >>> x.grad.tolist(), w.grad.tolist()
+    ([1.0, 2.0, 2.0, 2.0, 1.0], [6.0, 10.0])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tadiff.errors import DTypeError, InputError
+from tadiff.index import TensorFunction
+from tadiff.index import define as _define_index
+from tadiff.index.compile.engine_op import evaluate_arrays
+
+__all__ = ["TorchIndexFunction", "define"]
+
+
+class _IndexOp(torch.autograd.Function):
+    """One index-notation definition as a torch op (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx: Any, fn: TensorFunction, backend: str, *tensors: torch.Tensor) -> Any:
+        ctx.fn, ctx.backend = fn, backend
+        ctx.save_for_backward(*tensors)
+        return _evaluate(fn, dict(zip(fn.args, tensors, strict=True)), backend)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        fn, backend = ctx.fn, ctx.backend
+        tensors = ctx.saved_tensors
+        values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
+        grads: list[Any] = [None, None]
+        for name, t, need in zip(fn.args, tensors, ctx.needs_input_grad[2:], strict=True):
+            if not need:
+                grads.append(None)
+                continue
+            derivative = fn.grad(name)
+            inputs = {n: values[n] for n in derivative.args}
+            if torch.is_grad_enabled():
+                # create_graph: the derivative is an op of its own, differentiable again
+                g = _IndexOp.apply(derivative, backend, *(inputs[n] for n in derivative.args))
+            else:
+                g = _evaluate(derivative, inputs, backend)
+            grads.append(g.to(t.dtype))
+        return tuple(grads)
+
+
+def _evaluate(fn: TensorFunction, values: dict[str, torch.Tensor], backend: str) -> torch.Tensor:
+    arrays = {}
+    for name in fn.args:
+        t = values[name]
+        if t.device.type != "cpu":
+            raise InputError(
+                f"{fn.out_name}: argument {name} is on {t.device}; tadiff.torch.define runs the "
+                "NumPy kernels of tadiff.index.compile and takes CPU tensors only"
+            )
+        arrays[name] = t.detach().resolve_conj().resolve_neg().numpy()
+    return torch.from_numpy(evaluate_arrays(fn, arrays, backend))
+
+
+class TorchIndexFunction:
+    """An index-notation definition callable on torch tensors; made by :func:`define`.
+
+    Attributes:
+        definition: the :class:`tadiff.index.TensorFunction` (print it; ``.grad(name)`` shows
+            the derived functions the backward runs).
+        backend: kernel backend, ``"auto"``, ``"einsum"``, ``"numpy"`` or ``"numba"``.
+    """
+
+    def __init__(self, definition: TensorFunction, backend: str = "auto"):
+        self.definition = definition.using(backend)
+        self.backend = backend
+
+    def __call__(self, **tensors: torch.Tensor) -> torch.Tensor:
+        """Evaluate on torch tensors given by argument name; differentiable wrt each.
+
+        Raises:
+            DTypeError: an argument is not a torch tensor.
+            InputError: a missing or unknown argument name, or a tensor off the CPU.
+            ShapeError, BoundsError: shapes that do not fit the definition.
+        """
+        fn = self.definition
+        missing = [n for n in fn.args if n not in tensors]
+        extra = [n for n in tensors if n not in fn.args]
+        if missing or extra:
+            raise InputError(
+                f"{fn.out_name} takes the arguments {', '.join(fn.args)}; "
+                + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
+            )
+        for name in fn.args:
+            if not isinstance(tensors[name], torch.Tensor):
+                raise DTypeError(
+                    f"{fn.out_name}: argument {name} must be a torch tensor, got "
+                    f"{type(tensors[name]).__name__}"
+                )
+        return _IndexOp.apply(fn, self.backend, *(tensors[n] for n in fn.args))
+
+    def __repr__(self) -> str:
+        return f"tadiff.torch.define({str(self.definition)!r}, backend={self.backend!r})"
+
+
+def define(source: str, backend: str = "auto") -> TorchIndexFunction:
+    """An index-notation op for torch tensors, with derived backward (CPU).
+
+    Args:
+        source: the definition, e.g. ``"y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])"``
+            (syntax: docs/index.md).
+        backend: kernel backend (see :data:`tadiff.index.compile.BACKENDS`).
+
+    Returns:
+        A :class:`TorchIndexFunction`; call it with keyword tensors.
+
+    Raises:
+        ParseError: with the column at fault; InputError for an unknown backend.
+
+    Example:
+        >>> conv = define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
+        >>> conv(x=torch.ones(2, 3, 9), w=torch.ones(4, 3, 3)).shape
+        torch.Size([2, 4, 4])
+    """
+    return TorchIndexFunction(_define_index(source), backend)
