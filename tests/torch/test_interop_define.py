@@ -103,3 +103,17 @@ def test_errors_name_the_argument():
         tdt.define("y[i] = x[i")
     with pytest.raises(ShapeError):
         conv(x=torch.ones(1, 2, 5), w=torch.ones(1, 3, 3))  # channels 2 vs 3
+
+
+def test_graph_break_safe_under_torch_compile():
+    conv = tdt.define(CONV)
+    x, w = _leaf(2, 3, 11), _leaf(4, 3, 3, seed=1)
+
+    def loss(x, w):
+        return (conv(x=x, w=w).tanh() * 2).sum()
+
+    want = torch.autograd.grad(loss(x, w), (x, w))
+    torch._dynamo.reset()
+    got = torch.autograd.grad(torch.compile(loss, backend="aot_eager")(x, w), (x, w))
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)

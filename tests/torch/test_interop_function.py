@@ -273,3 +273,17 @@ def test_errors_name_the_function_and_position():
 
     with pytest.raises(AutogradError, match=r"NumpyForward: forward returned a NumPy array"):
         function(NumpyForward).apply(torch.empty(2, device="meta", requires_grad=True))
+
+
+def test_bridged_function_under_torch_compile_equals_eager():
+    TorchFn = function(SoftplusLinear)
+    x, w = _rand(3, 4).requires_grad_(True), _rand(4, 2, seed=1).requires_grad_(True)
+
+    def loss(x, w):
+        return TorchFn.apply(x, w, 0.5).square().sum()
+
+    want = torch.autograd.grad(loss(x, w), (x, w))
+    torch._dynamo.reset()
+    got = torch.autograd.grad(torch.compile(loss, backend="aot_eager")(x, w), (x, w))
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)

@@ -10,7 +10,8 @@ higher derivatives come from re-derivation, with no hand-written rule.
 Limits (what remains of issue 8 here): the kernels are NumPy kernels, so this runs on **CPU
 tensors only** — a CUDA tensor raises :class:`tadiff.errors.InputError`; there is no torch-native
 (any-device) or Triton lowering yet. CPU inputs are viewed as NumPy arrays without a copy; the
-result is a fresh tensor. Arguments are computed in float32 when every float argument is
+result is a fresh tensor. Under ``torch.compile`` a call is a graph break (it runs eagerly;
+not yet a ``torch.library`` op). Arguments are computed in float32 when every float argument is
 float32, else float64; each gradient comes back in its argument's dtype.
 
 Example:
@@ -93,6 +94,9 @@ class TorchIndexFunction:
         self.definition = definition.using(backend)
         self.backend = backend
 
+    # The kernels are NumPy code that Dynamo must not trace: under torch.compile the call is a
+    # graph break and runs eagerly (correct, not compiled).
+    @torch.compiler.disable
     def __call__(self, **tensors: torch.Tensor) -> torch.Tensor:
         """Evaluate on torch tensors given by argument name; differentiable wrt each.
 
