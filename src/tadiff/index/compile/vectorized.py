@@ -228,8 +228,12 @@ class _Planner:
         self.env: dict[str, np.ndarray] = {}
         self.depth = len(out_shape)
         self._keep: list[np.ndarray] = []  # grids stay alive: their ids key the memo
+        self.env_affine: dict[str, tuple[dict[int, int], int] | None] = {}
+        self.axis_len: dict[int, int] = {}
         for axis, (var, n) in enumerate(zip(fn.out_vars, out_shape, strict=True)):
             self.env[var] = self._grid(np.arange(n), axis)
+            self.env_affine[var] = ({axis: 1}, 0)
+            self.axis_len[axis] = n
 
     def _grid(self, values: np.ndarray, axis: int) -> np.ndarray:
         shape = [1] * self.ndim
@@ -302,56 +306,129 @@ class _Planner:
         raise TypeError(f"not an index-notation node: {node!r}")  # pragma: no cover
 
     def _access(self, node: Access) -> Callable[[Arrays], np.ndarray]:
-        shape = self.shapes[node.name]
-        index = []
-        for dim, expr in enumerate(node.indices):
-            num, den = self.affine(expr)
-            # masked-out elements may compute an index outside the array: read a real element
-            index.append(np.clip(np.asarray(num) // den, 0, shape[dim] - 1))
-        name, ndim = node.name, self.ndim
-        if not index:
+        """A gather as a strided view: dimensions indexed affinely in the axes become strides,
+        the others (rational or clamped indices) one ``np.take`` through a flat index grid."""
+        name, shape, ndim = node.name, self.shapes[node.name], self.ndim
+        if not node.indices:
             return lambda arrays: np.asarray(arrays[name]).reshape((1,) * ndim)
-        if all(i.ndim == 0 for i in index):
-            point = tuple(int(i) for i in index)
-            return lambda arrays: np.asarray(arrays[name][point]).reshape((1,) * ndim)
-        index = [i if i.ndim else i.reshape((1,) * ndim) for i in index]
-        # each index depends on few axes: keep them broadcastable, numpy gathers the product
-        index_tuple = tuple(index)
-        return lambda arrays: arrays[name][index_tuple]
+        forms = [self._compose(expr) for expr in node.indices]
+        regular = [d for d, f in enumerate(forms) if f is not None]
+        irregular = [d for d, f in enumerate(forms) if f is None]
+        flat: np.ndarray | int = 0
+        for d in irregular:
+            num, den = self.affine(node.indices[d])
+            # masked-out elements may compute an index outside the array: read a real element
+            flat = flat * shape[d] + np.clip(np.asarray(num) // den, 0, shape[d] - 1)
+        flat = np.asarray(flat).reshape(np.shape(flat) or (1,) * ndim)
+        g_axes = [a for a in range(ndim) if flat.shape[a] != 1]
+        take = flat.reshape([flat.shape[a] for a in g_axes]) if irregular else None
+        pads, start = [(0, 0)] * len(shape), []
+        view_shape = [1] * ndim
+        for d in regular:
+            coeffs, const = forms[d]
+            low = const + sum(min(0, k * (self.axis_len[a] - 1)) for a, k in coeffs.items())
+            high = const + sum(max(0, k * (self.axis_len[a] - 1)) for a, k in coeffs.items())
+            pads[d] = (max(0, -low), max(0, high - (shape[d] - 1)))
+            start.append(const + pads[d][0])
+            for a in coeffs:
+                view_shape[a] = self.axis_len[a]
+        for a in g_axes:
+            view_shape[a] = self.axis_len[a]
+        padded = any(lo or hi for lo, hi in pads)
+        view_shape_t = tuple(view_shape)
+        steps = [
+            [forms[d][0].get(a, 0) if view_shape[a] > 1 else 0 for d in regular]
+            for a in range(ndim)
+        ]
+        g_pos = {a: len(regular) + k for k, a in enumerate(g_axes)}
+        origin_index = tuple(slice(i, None) for i in start)
+        n_irr = int(np.prod([shape[d] for d in irregular], dtype=np.int64))
+
+        def view(arrays: Arrays) -> np.ndarray:
+            array = arrays[name]
+            if padded:
+                # zeros where masked-out elements index past the array (never read unmasked)
+                array = np.pad(array, pads)
+            if take is not None:
+                moved = np.moveaxis(
+                    array, irregular, range(len(shape) - len(irregular), len(shape))
+                )
+                moved = moved.reshape([array.shape[d] for d in regular] + [n_irr])
+                array = np.take(moved, take, axis=-1)
+            strides = []
+            for a in range(ndim):
+                st = sum(k * array.strides[i] for i, k in enumerate(steps[a]))
+                if a in g_pos:
+                    st += array.strides[g_pos[a]]
+                strides.append(st)
+            origin = array[origin_index]
+            return np.lib.stride_tricks.as_strided(
+                origin, view_shape_t, tuple(strides), writeable=False
+            )
+
+        return view
 
     def _sum(self, node: Sum) -> Callable[[Arrays], np.ndarray]:
-        saved, depth = dict(self.env), self.depth
-        chain, mask, empty = [], None, False
+        saved, saved_affine, depth = dict(self.env), dict(self.env_affine), self.depth
+        mask, empty = None, False
         widths: dict[int, int] = {}
         body: Node = node
         while isinstance(body, Sum):
             axis = self.depth
             self.depth += 1
-            lo = _reduce(np.maximum, [-((-n) // d) for n, d in map(self.affine, body.lower)])
-            hi = _reduce(np.minimum, [n // d for n, d in map(self.affine, body.upper)])
-            span = np.asarray(hi - lo)
-            width = int(span.max()) + 1
+            lows = [(b, *self.affine(b)) for b in body.lower]
+            highs = [(b, *self.affine(b)) for b in body.upper]
+            lo_all = _reduce(np.maximum, [-((-n) // d) for _, n, d in lows])
+            hi_all = _reduce(np.minimum, [n // d for _, n, d in highs])
+            # run from the one lower bound that gives the narrowest window (the affine p-K+1 of
+            # a convolution's input gradient rather than its clamp 0); the others become a mask
+            best = None
+            for b, n, d in lows:
+                start = -((-n) // d)
+                w = int(np.max(hi_all - start)) + 1 if np.size(hi_all - start) else 0
+                if best is None or w < best[0]:
+                    best = (w, b, start)
+            width, chosen, start = best
             if width <= 0:
                 empty, width = True, 1
             offsets = self._grid(np.arange(width), axis)
-            if span.size > 1 and span.min() != span.max():
-                # bounds differ per element: run over the widest window, mask the rest
-                inside = offsets <= span
+            grid = np.asarray(start + offsets, dtype=np.int64)
+            inside = (grid >= lo_all) & (grid <= hi_all)
+            if not inside.all():
                 mask = inside if mask is None else mask & inside
-            grid = np.asarray(lo + offsets, dtype=np.int64)
             self._keep.append(grid)
             self.env[body.var] = grid
-            chain.append(axis)
+            self.axis_len[axis] = width
+            form = self._compose(chosen)
+            if form is not None:
+                form[0][axis] = form[0].get(axis, 0) + 1
+            self.env_affine[body.var] = form
             widths[axis] = width
             body = body.body
         if mask is not None and not mask.any():
             empty = True
         result = None if empty else self._reduce_body(body, widths, mask)
-        self.env, self.depth = saved, depth
+        self.env, self.env_affine, self.depth = saved, saved_affine, depth
         if result is None:
             zero = self._scalar(0.0)
             return lambda arrays: zero
         return result
+
+    def _compose(self, expr: Affine) -> tuple[dict[int, int], int] | None:
+        """``expr`` as an integer affine function of the axes, or None (a rational or clamped
+        index somewhere in it)."""
+        coeffs, const, den = integer_form(expr, self.params)
+        if den != 1:
+            return None
+        out: dict[int, int] = {}
+        for var, c in coeffs.items():
+            form = self.env_affine.get(var)
+            if form is None:
+                return None
+            for axis, k in form[0].items():
+                out[axis] = out.get(axis, 0) + c * k
+            const += c * form[1]
+        return {a: k for a, k in out.items() if k}, const
 
     def _reduce_body(
         self, body: Node, widths: dict[int, int], mask
@@ -367,7 +444,7 @@ class _Planner:
             def contract(arrays: Arrays) -> np.ndarray:
                 ops = [p(arrays) for p in plans]
                 if mask_f is not None:
-                    ops.append(mask_f)
+                    ops = _fold_mask(ops, mask_f)
                 return _einsum_reduce(ops, widths, ndim, typed_scale)
 
             return contract
@@ -414,6 +491,9 @@ def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, sca
     axes = list(widths)
     scale = scale * _uncovered(widths, [op.shape for op in ops], np.dtype(ops[0].dtype))
     out_axes = [a for a in sorted(used) if a not in axes]
+    if len(ops) == 2:
+        result = _pair_contract(ops[0], ops[1], set(axes), ndim)
+        return result * scale if scale != 1 else result
     spec = ",".join(subs) + "->" + "".join(letters[a] for a in out_axes)
     result = np.einsum(spec, *squeezed, optimize=len(ops) > 2 or None)
     shape = [1] * ndim
@@ -421,6 +501,57 @@ def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, sca
         shape[a] = result.shape[out_axes.index(a)]
     result = np.asarray(result).reshape(shape)
     return result * scale if scale != 1 else result
+
+
+def _fold_mask(ops: list[np.ndarray], mask: np.ndarray) -> list[np.ndarray]:
+    """Multiply the mask into the operand that already spans its axes (no new, bigger array)."""
+    spans = [a for a in range(mask.ndim) if mask.shape[a] != 1]
+    for k, op in enumerate(ops):
+        if all(op.shape[a] != 1 for a in spans):
+            return [*ops[:k], op * mask, *ops[k + 1 :]]
+    return [*ops, mask]
+
+
+def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> np.ndarray:
+    """``sum over summed axes of a * b`` as one batched matrix product (BLAS).
+
+    Axes in both operands and kept are the batch, in both and summed are contracted, in one only
+    are that operand's rows/columns (summed first if they are summed axes).
+    """
+    a_axes = {x for x in range(ndim) if a.shape[x] != 1}
+    b_axes = {x for x in range(ndim) if b.shape[x] != 1}
+    only_a_summed = tuple(sorted((a_axes - b_axes) & summed))
+    only_b_summed = tuple(sorted((b_axes - a_axes) & summed))
+    if only_a_summed:
+        a = a.sum(axis=only_a_summed, keepdims=True)
+    if only_b_summed:
+        b = b.sum(axis=only_b_summed, keepdims=True)
+    a_axes -= set(only_a_summed)
+    b_axes -= set(only_b_summed)
+    batch = sorted((a_axes & b_axes) - summed)
+    contracted = sorted(a_axes & b_axes & summed)
+    rows = sorted(a_axes - b_axes)
+    cols = sorted(b_axes - a_axes)
+    size = lambda axes, arr: int(np.prod([arr.shape[x] for x in axes], dtype=np.int64))  # noqa: E731
+    nb, nk = size(batch, a), size(contracted, a)
+    am = _squeeze_to(a, batch + rows + contracted).reshape(nb, size(rows, a), nk)
+    bm = _squeeze_to(b, batch + contracted + cols).reshape(nb, nk, size(cols, b))
+    product = np.matmul(am, bm)
+    order = batch + rows + cols
+    dims = [a.shape[x] if x in a_axes else b.shape[x] for x in order]
+    product = product.reshape(dims)
+    # back to ndim axes, in axis order, with size 1 where nothing depends on the axis
+    product = np.transpose(product, np.argsort(order)) if order else product
+    shape = [1] * ndim
+    for x in order:
+        shape[x] = a.shape[x] if x in a_axes else b.shape[x]
+    return product.reshape(shape)
+
+
+def _squeeze_to(array: np.ndarray, axes: list[int]) -> np.ndarray:
+    """``array`` with only ``axes`` (in that order); every other axis must have size 1."""
+    others = [x for x in range(array.ndim) if x not in axes]
+    return np.transpose(array, axes + others).reshape([array.shape[x] for x in axes])
 
 
 def lower_numpy(
