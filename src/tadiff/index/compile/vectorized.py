@@ -31,13 +31,29 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import string
 from collections.abc import Callable, Mapping
+from math import gcd, lcm
 
 import numpy as np
 
 from tadiff.index.compile._affine import integer_form
-from tadiff.index.expr import Access, Affine, Cond, Const, Index, Node, Op, Sum, Where, is_param
+from tadiff.index.expr import (
+    Access,
+    Affine,
+    Cond,
+    Const,
+    Index,
+    Node,
+    Op,
+    Sum,
+    Where,
+    index_exprs,
+    is_param,
+    substitute,
+    walk,
+)
 
 __all__ = ["Kernel", "lower_einsum", "lower_numpy"]
 
@@ -219,11 +235,11 @@ class _Planner:
     of full length on the variable's own axis and 1 elsewhere (broadcasting does the rest).
     """
 
-    def __init__(self, fn, params, shapes, out_shape, dtype):
+    def __init__(self, fn, params, shapes, out_shape, dtype, body: Node | None = None):
         self.params = params
         self.shapes = shapes
         self.dtype = np.dtype(dtype)
-        self.ndim = len(out_shape) + _max_depth(fn.body, {})
+        self.ndim = len(out_shape) + _max_depth(fn.body if body is None else body, {})
         self.memo: dict[tuple, Callable[[Arrays], np.ndarray]] = {}
         self.env: dict[str, np.ndarray] = {}
         self.depth = len(out_shape)
@@ -399,7 +415,7 @@ class _Planner:
             self._keep.append(grid)
             self.env[body.var] = grid
             self.axis_len[axis] = width
-            form = self._compose(chosen)
+            form = self._compose(chosen, ceil=True)
             if form is not None:
                 form[0][axis] = form[0].get(axis, 0) + 1
             self.env_affine[body.var] = form
@@ -414,12 +430,16 @@ class _Planner:
             return lambda arrays: zero
         return result
 
-    def _compose(self, expr: Affine) -> tuple[dict[int, int], int] | None:
-        """``expr`` as an integer affine function of the axes, or None (a rational or clamped
-        index somewhere in it)."""
+    def _compose(self, expr: Affine, ceil: bool = False) -> tuple[dict[int, int], int] | None:
+        """``floor(expr)`` (``ceil`` if asked) as an integer affine function of the axes, or
+        None (a rational or clamped index somewhere in it)."""
         coeffs, const, den = integer_form(expr, self.params)
         if den != 1:
-            return None
+            if any(c % den for c in coeffs.values()):
+                return None
+            # integer variables: floor(sum(c v) + k) = sum(c v) + floor(k) exactly
+            coeffs = {v: c // den for v, c in coeffs.items()}
+            const, den = (-((-const) // den) if ceil else const // den), 1
         out: dict[int, int] = {}
         for var, c in coeffs.items():
             form = self.env_affine.get(var)
@@ -574,15 +594,65 @@ def lower_numpy(
     if out_shape is None:
         out_shape = fn.output_shape(**shapes)
     out_shape = tuple(out_shape)
-    planner = _Planner(fn, params, shapes, out_shape, dtype)
-    with np.errstate(all="ignore"):
-        root = planner.plan(fn.body)
+    parts = []
+    for mapping, slices, sub_shape in _residue_classes(fn, out_shape):
+        if 0 in sub_shape:
+            continue
+        body = substitute(fn.body, mapping) if mapping else fn.body
+        planner = _Planner(fn, params, shapes, sub_shape, dtype, body)
+        with np.errstate(all="ignore"):
+            parts.append((slices, sub_shape, planner.plan(body)))
     n_out = len(out_shape)
 
     def run(arrays: Arrays) -> np.ndarray:
+        out = np.empty(out_shape, dtype=dtype) if len(parts) > 1 else None
         with np.errstate(all="ignore"):
-            value = root(arrays)
-        value = value.reshape(value.shape[:n_out]) if value.ndim > n_out else value
-        return np.array(np.broadcast_to(value, out_shape), dtype=dtype)
+            for slices, sub_shape, root in parts:
+                value = root(arrays)
+                value = value.reshape(value.shape[:n_out]) if value.ndim > n_out else value
+                if out is None:
+                    return np.array(np.broadcast_to(value, sub_shape), dtype=dtype)
+                out[slices] = value
+        return out if out is not None else np.zeros(out_shape, dtype=dtype)
 
     return Kernel("numpy", run, out_shape, dtype, f"vectorized plan of {fn}")
+
+
+def _residue_classes(fn, out_shape: tuple[int, ...], limit: int = 16):
+    """Split output indices by residue where the body divides them: ``p = 2*q + r``.
+
+    A strided convolution's input gradient reads ``dy[p/2]`` under ``p % 2 == 0`` and sums
+    from ``ceil((p - K + 1)/2)``; for each residue ``r`` of ``p`` those become affine in ``q``
+    (the condition constant), so the gathers are strided views instead of index grids.
+    Yields ``(mapping, output slices, sub-shape)``; one class with no mapping if nothing divides.
+    """
+    modulus = dict.fromkeys(fn.out_vars, 1)
+    for node in walk(fn.body):
+        exprs = list(index_exprs(node))
+        mods = [c for c in node.conds if c.kind == "mod"] if isinstance(node, Where) else []
+        for a in exprs:
+            for v, c in a.items():
+                if v in modulus:
+                    modulus[v] = lcm(modulus[v], c.denominator)
+        for cond in mods:
+            for v, c in cond.expr.items():
+                if v in modulus and c.denominator == 1:
+                    modulus[v] = lcm(modulus[v], cond.modulus // gcd(int(c), cond.modulus))
+    total = 1
+    for d in modulus.values():
+        total *= d
+    if total == 1 or total > limit:
+        yield {}, (), out_shape
+        return
+    split = [v for v in fn.out_vars if modulus[v] > 1]
+    for residues in itertools.product(*(range(modulus[v]) for v in split)):
+        r = dict(zip(split, residues, strict=True))
+        mapping = {v: modulus[v] * Affine.variable(v) + r[v] for v in split}
+        slices = tuple(
+            slice(r[v], None, modulus[v]) if v in r else slice(None) for v in fn.out_vars
+        )
+        sub_shape = tuple(
+            -(-(n - r[v]) // modulus[v]) if v in r else n
+            for v, n in zip(fn.out_vars, out_shape, strict=True)
+        )
+        yield mapping, slices, sub_shape
