@@ -184,3 +184,19 @@ def test_evaluate_keeps_float32_and_matches_reference():
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, x.reshape(4, 3).mean(axis=1), rtol=1e-6)
     assert f.evaluate({"x": x.astype(np.float64)}, backend="numpy").dtype == np.float64
+
+
+def test_strided_gradient_is_split_by_residue_into_affine_classes():
+    from tadiff.index.compile.vectorized import _residue_classes
+
+    f = define("y[b,o,h,v] = sum[c,i,j](x[b,c,2*h+i,2*v+j] * w[o,c,i,j])")
+    classes = list(_residue_classes(f.grad("x"), (1, 2, 9, 8)))
+    # p = 2q + r for both spatial indices: four classes covering the output exactly once
+    assert len(classes) == 4
+    covered = np.zeros((1, 2, 9, 8), dtype=int)
+    for _, slices, sub_shape in classes:
+        covered[slices] += 1
+        assert covered[slices].shape == sub_shape
+    assert (covered == 1).all()
+    # a stride-1 gradient and a forward need no split
+    assert len(list(_residue_classes(f, (1, 2, 3, 3)))) == 1
