@@ -244,6 +244,7 @@ class _Planner:
         self.env: dict[str, np.ndarray] = {}
         self.depth = len(out_shape)
         self._keep: list[np.ndarray] = []  # grids stay alive: their ids key the memo
+        self._inside: dict[int, np.ndarray] = {}  # padded access plan -> where it reads data
         self.env_affine: dict[str, tuple[dict[int, int], int] | None] = {}
         self.axis_len: dict[int, int] = {}
         for axis, (var, n) in enumerate(zip(fn.out_vars, out_shape, strict=True)):
@@ -382,6 +383,17 @@ class _Planner:
                 origin, view_shape_t, tuple(strides), writeable=False
             )
 
+        if padded and not irregular:
+            # where this access reads padding it contributes a zero factor: a sum mask that
+            # only excludes such elements is redundant (see _reduce_body)
+            inside = np.ones((1,) * ndim, dtype=bool)
+            for d in regular:
+                coeffs, const = forms[d]
+                index = const
+                for a, k in coeffs.items():
+                    index = index + k * self._grid(np.arange(self.axis_len[a]), a)
+                inside = inside & (index >= 0) & (index <= shape[d] - 1)
+            self._inside[id(view)] = inside
         return view
 
     def _sum(self, node: Sum) -> Callable[[Arrays], np.ndarray]:
@@ -458,6 +470,13 @@ class _Planner:
         typed_scale = self.dtype.type(scale)
         if factors and all(isinstance(f, Access | Index) for f in factors):
             plans = [self.plan(f) for f in factors]
+            if mask is not None:
+                reads_zero = np.zeros((1,) * self.ndim, dtype=bool)
+                for p in plans:
+                    if id(p) in self._inside:
+                        reads_zero = reads_zero | ~self._inside[id(p)]
+                if (mask | reads_zero).all():
+                    mask = None  # the zero padding already drops every masked-out term
             mask_f = None if mask is None else mask.astype(self.dtype)
             ndim = self.ndim
 
@@ -548,14 +567,24 @@ def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) ->
         b = b.sum(axis=only_b_summed, keepdims=True)
     a_axes -= set(only_a_summed)
     b_axes -= set(only_b_summed)
-    batch = sorted((a_axes & b_axes) - summed)
-    contracted = sorted(a_axes & b_axes & summed)
-    rows = sorted(a_axes - b_axes)
-    cols = sorted(b_axes - a_axes)
+    # axes in order of decreasing stride, and each operand copied with its smallest-stride group
+    # last (a transposed matrix is fine for BLAS): the im2col copy of a strided view then runs
+    # along memory instead of across it
+    big = a if a.size >= b.size else b
+    batch = _by_stride(big, (a_axes & b_axes) - summed)
+    contracted = _by_stride(big, a_axes & b_axes & summed)
+    rows = _by_stride(a, a_axes - b_axes)
+    cols = _by_stride(b, b_axes - a_axes)
     size = lambda axes, arr: int(np.prod([arr.shape[x] for x in axes], dtype=np.int64))  # noqa: E731
-    nb, nk = size(batch, a), size(contracted, a)
-    am = _squeeze_to(a, batch + rows + contracted).reshape(nb, size(rows, a), nk)
-    bm = _squeeze_to(b, batch + contracted + cols).reshape(nb, nk, size(cols, b))
+    nb, nk, na, nc = size(batch, a), size(contracted, a), size(rows, a), size(cols, b)
+    if rows and contracted and _fastest(a, rows) < _fastest(a, contracted):
+        am = _squeeze_to(a, batch + contracted + rows).reshape(nb, nk, na).transpose(0, 2, 1)
+    else:
+        am = _squeeze_to(a, batch + rows + contracted).reshape(nb, na, nk)
+    if cols and contracted and _fastest(b, contracted) < _fastest(b, cols):
+        bm = _squeeze_to(b, batch + cols + contracted).reshape(nb, nc, nk).transpose(0, 2, 1)
+    else:
+        bm = _squeeze_to(b, batch + contracted + cols).reshape(nb, nk, nc)
     product = np.matmul(am, bm)
     order = batch + rows + cols
     dims = [a.shape[x] if x in a_axes else b.shape[x] for x in order]
@@ -566,6 +595,15 @@ def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) ->
     for x in order:
         shape[x] = a.shape[x] if x in a_axes else b.shape[x]
     return product.reshape(shape)
+
+
+def _by_stride(array: np.ndarray, axes: set[int]) -> list[int]:
+    return sorted(axes, key=lambda x: (-abs(array.strides[x]), array.shape[x], x))
+
+
+def _fastest(array: np.ndarray, axes: list[int]) -> tuple[int, int]:
+    """Smallest stride among ``axes`` (on a tie, the longer axis is the better innermost)."""
+    return min((abs(array.strides[x]), -array.shape[x]) for x in axes)
 
 
 def _squeeze_to(array: np.ndarray, axes: list[int]) -> np.ndarray:
