@@ -9,6 +9,8 @@
   ``.grad(name)``, ``.jacobian(name)``, ``.vjp(g, **args)``, ``str``/``.latex()``).
 - :func:`parse` gives the raw IR (:mod:`tadiff.index.expr`); :mod:`~tadiff.index.interpret`
   is the reference interpreter. See docs/index.md.
+- Called on tadiff Tensors a definition is an engine op with compiled forward and backward
+  kernels (:mod:`tadiff.index.compile`: einsum, vectorized NumPy, Numba; ``stats()``).
 """
 
 from tadiff.index.function import TensorFunction, define
