@@ -200,3 +200,10 @@ def test_strided_gradient_is_split_by_residue_into_affine_classes():
     assert (covered == 1).all()
     # a stride-1 gradient and a forward need no split
     assert len(list(_residue_classes(f, (1, 2, 3, 3)))) == 1
+
+
+def test_missing_triton_raises_missing_dependency(monkeypatch):
+    f = define("y[i] = x[i] * 3")
+    monkeypatch.setitem(sys.modules, "triton", None)
+    with pytest.raises(MissingDependencyError, match="the triton backend needs"):
+        kernel(f, {"x": (7,)}, backend="triton")

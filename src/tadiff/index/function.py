@@ -222,13 +222,18 @@ class TensorFunction:
         return twin
 
     def source(self, backend: str = "numba") -> str:
-        """The generated kernel source (``"numba"``: the loop nest, shape independent).
+        """The generated kernel source: ``"numba"`` (the loop nest) or ``"triton"`` (one program
+        per block of output elements); both are independent of the shapes.
 
         Raises:
             MissingDependencyError: numba is not installed.
         """
+        if backend == "triton":
+            from tadiff.index.compile.triton_backend import triton_source
+
+            return triton_source(self)
         if backend != "numba":
-            raise InputError(f"only the numba backend generates source, not {backend!r}")
+            raise InputError(f"only the numba and triton backends generate source, not {backend!r}")
         try:
             from tadiff.index.compile.numba_backend import numba_source
         except ImportError as e:

@@ -15,8 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -24,10 +26,11 @@ from tadiff.errors import InputError, MissingDependencyError
 from tadiff.index import shapes as _shapes
 from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
 
-__all__ = ["BACKENDS", "clear_cache", "kernel", "record_derivation", "stats"]
+__all__ = ["BACKENDS", "clear_cache", "kernel", "record_derivation", "source_dir", "stats"]
 
-BACKENDS = ("auto", "einsum", "numpy", "numba")
-"""Backend names: ``auto`` is einsum for pure contractions, else the vectorized NumPy kernel."""
+BACKENDS = ("auto", "einsum", "numpy", "numba", "triton")
+"""Backend names: ``auto`` is einsum for pure contractions, else the vectorized NumPy kernel;
+``triton`` needs torch and triton (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
 
 _KERNELS: dict[tuple, Kernel] = {}
 _STATS = {
@@ -38,6 +41,17 @@ _STATS = {
     "cache_hits": 0,
 }
 _BY_BACKEND: dict[str, int] = {}
+
+
+def source_dir(kind: str) -> Path:
+    """Folder for generated kernel sources of ``kind`` (``numba``, ``triton``): numba's disk
+    cache lives next to them. ``$TADIFF_CACHE_DIR``, default ``~/.cache/tadiff``."""
+    root = os.environ.get("TADIFF_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tadiff"
+    )
+    path = Path(root) / kind
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def record_derivation(seconds: float) -> None:
@@ -141,4 +155,13 @@ def _lower(fn, shapes, dtype, backend, params, out_shape) -> Kernel:
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise MissingDependencyError("the numba backend", "numba", "numba") from e
         return lower_numba(fn, shapes, dtype, params, out_shape)
+    if backend == "triton":
+        try:
+            import torch  # noqa: F401
+            import triton  # noqa: F401
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise MissingDependencyError("the triton backend", e.name or "triton", "triton") from e
+        from tadiff.index.compile.triton_backend import lower_triton
+
+        return lower_triton(fn, shapes, dtype, params, out_shape)
     return lower_numpy(fn, shapes, dtype, params, out_shape)

@@ -27,11 +27,11 @@ import os
 import sys
 from collections.abc import Mapping
 from math import lcm
-from pathlib import Path
 
 import numba  # noqa: F401 - an ImportError here is reported as MissingDependencyError
 import numpy as np
 
+from tadiff.index.compile.cache import source_dir
 from tadiff.index.compile.vectorized import Kernel
 from tadiff.index.expr import Access, Affine, Cond, Const, Index, Node, Op, Sum, Where, is_param
 
@@ -223,15 +223,6 @@ def numba_source(fn) -> str:
     return _generate(fn)[0]
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("TADIFF_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "tadiff"
-    )
-    path = Path(root) / "numba"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 _MODULES: dict[str, object] = {}
 
 
@@ -240,7 +231,7 @@ def _load(src: str):
     module = _MODULES.get(digest)
     if module is not None:
         return module.kernel
-    path = _cache_dir() / f"tadiff_kernel_{digest}.py"
+    path = source_dir("numba") / f"tadiff_kernel_{digest}.py"
     if not path.exists() or path.read_text() != src:
         # write once: numba's disk cache is keyed by the file and its modification time
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
