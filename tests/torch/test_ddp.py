@@ -1,8 +1,7 @@
-"""DistributedDataParallel with tadiff ops: 2 CPU processes (gloo, 127.0.0.1) train a small model
-and end with exactly the parameters of one process trained on the concatenated batch."""
+"""DistributedDataParallel with tadiff ops: 2 CPU processes (gloo, 127.0.0.1) train a small
+model and end with exactly the parameters of one process trained on the concatenated batch."""
 
 import os
-import socket
 import time
 from datetime import timedelta
 
@@ -68,15 +67,11 @@ def _fresh_model(ops):
 
 
 def _worker(rank, port, out_dir, ops):
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's data connections on loopback only
     torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=WORLD,
-        timeout=timedelta(seconds=60),
-    )
+    timeout = timedelta(seconds=60)
+    store = dist.TCPStore("127.0.0.1", port, WORLD + 1, is_master=False, timeout=timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD, timeout=timeout)
     try:
         model = torch.nn.parallel.DistributedDataParallel(_fresh_model(ops))
         x, target = _data()
@@ -88,16 +83,14 @@ def _worker(rank, port, out_dir, ops):
         dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_workers(out_dir, ops):
+    # The test process hosts the rendezvous store on a port the OS picks (no race for a port).
+    store = dist.TCPStore(
+        "127.0.0.1", 0, WORLD + 1, True, timedelta(seconds=60), wait_for_workers=False
+    )
     ctx = mp.start_processes(
         _worker,
-        args=(_free_port(), str(out_dir), ops),
+        args=(store.port, str(out_dir), ops),
         nprocs=WORLD,
         join=False,
         start_method="spawn",
