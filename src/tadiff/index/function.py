@@ -217,7 +217,8 @@ class TensorFunction:
 
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-        twin = dataclasses.replace(self, _grads={}, _checked=set())
+        # derivatives do not depend on the backend: the twin shares them (and the shape checks)
+        twin = dataclasses.replace(self, _grads=self._grads, _checked=self._checked)
         twin.backend = backend
         return twin
 
