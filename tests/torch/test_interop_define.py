@@ -97,12 +97,54 @@ def test_errors_name_the_argument():
         conv(x=torch.ones(1, 1, 5), w=torch.ones(1, 1, 3), v=torch.ones(1))
     with pytest.raises(DTypeError, match="argument w must be a torch tensor, got list"):
         conv(x=torch.ones(1, 1, 5), w=[1.0])
-    with pytest.raises(InputError, match=r"argument x is on meta; .* CPU tensors only"):
+    with pytest.raises(InputError, match=r"arguments are on meta; .* CPU .* and CUDA"):
+        conv(x=torch.ones(1, 1, 5, device="meta"), w=torch.ones(1, 1, 3, device="meta"))
+    with pytest.raises(InputError, match=r"different devices .*x on meta, w on cpu"):
         conv(x=torch.ones(1, 1, 5, device="meta"), w=torch.ones(1, 1, 3))
     with pytest.raises(ParseError):
         tdt.define("y[i] = x[i")
     with pytest.raises(ShapeError):
         conv(x=torch.ones(1, 2, 5), w=torch.ones(1, 3, 3))  # channels 2 vs 3
+
+
+_TRITON_SCRIPT = """
+import torch
+import tadiff.torch as tdt
+conv = tdt.define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])", backend="triton")
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(2, 2, 9, dtype=torch.float64, generator=gen, requires_grad=True)
+w = torch.randn(3, 2, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+y = conv(x=x, w=w)
+g = torch.randn(y.shape, dtype=torch.float64, generator=gen)
+got = torch.autograd.grad(y, (x, w), g)
+ref = torch.nn.functional.conv1d(x, w, stride=2)
+want = torch.autograd.grad(ref, (x, w), g)
+torch.testing.assert_close(y, ref, atol=1e-12, rtol=0)
+for a, b in zip(got, want):
+    torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+fn = lambda x, w: conv(x=x, w=w)
+assert torch.autograd.gradgradcheck(fn, (x, w), eps=1e-6, atol=1e-7, rtol=1e-5)
+x32, w32 = x.detach().float().requires_grad_(True), w.detach().float().requires_grad_(True)
+y32 = conv(x=x32, w=w32)
+(gw32,) = torch.autograd.grad(y32.square().sum(), w32)
+assert y32.dtype == gw32.dtype == torch.float32
+print("triton ok")
+"""
+
+
+def test_triton_kernels_under_the_interpreter():
+    # The path CUDA tensors take, run on CPU by Triton's interpreter in a fresh process (the
+    # variable must be set before triton is imported).
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and "triton ok" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_graph_break_safe_under_torch_compile():

@@ -7,12 +7,15 @@ kernels of the *derived* functions ``f.grad(name)`` — gather form, no scatter.
 ``create_graph`` the backward calls those derived functions as ops of their own, so second and
 higher derivatives come from re-derivation, with no hand-written rule.
 
-Limits (what remains of issue 8 here): the kernels are NumPy kernels, so this runs on **CPU
-tensors only** — a CUDA tensor raises :class:`tadiff.errors.InputError`; there is no torch-native
-(any-device) or Triton lowering yet. CPU inputs are viewed as NumPy arrays without a copy; the
-result is a fresh tensor. Under ``torch.compile`` a call is a graph break (it runs eagerly;
-not yet a ``torch.library`` op). Arguments are computed in float32 when every float argument is
-float32, else float64; each gradient comes back in its argument's dtype.
+Devices: CPU tensors run the NumPy (or Numba) kernels, viewed as NumPy arrays without a copy;
+tensors on another device (CUDA) run the **Triton** kernels of
+:mod:`tadiff.index.compile.triton_backend` on the tensors themselves (backend ``"auto"`` picks
+it; ``backend="triton"`` forces it, also on CPU under ``TRITON_INTERPRET=1``, which is how it is
+tested here — no GPU was available). There is no torch-native (vectorized torch ops) lowering,
+so other devices (MPS, XPU) are refused. The result is a fresh tensor. Under ``torch.compile``
+a call is a graph break (it runs eagerly; not yet a ``torch.library`` op). Arguments are
+computed in float32 when every float argument is float32, else float64; each gradient comes
+back in its argument's dtype.
 
 Example:
     >>> import torch
@@ -28,11 +31,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from tadiff.errors import DTypeError, InputError
 from tadiff.index import TensorFunction
 from tadiff.index import define as _define_index
+from tadiff.index.compile.cache import kernel
 from tadiff.index.compile.engine_op import evaluate_arrays
 
 __all__ = ["TorchIndexFunction", "define"]
@@ -69,16 +74,39 @@ class _IndexOp(torch.autograd.Function):
 
 
 def _evaluate(fn: TensorFunction, values: dict[str, torch.Tensor], backend: str) -> torch.Tensor:
-    arrays = {}
-    for name in fn.args:
-        t = values[name]
-        if t.device.type != "cpu":
+    devices = {values[n].device for n in fn.args}
+    if len(devices) > 1:
+        raise InputError(
+            f"{fn.out_name}: the arguments are on different devices "
+            f"({', '.join(f'{n} on {values[n].device}' for n in fn.args)}); expected one device"
+        )
+    device = devices.pop()
+    if device.type not in ("cpu", "cuda"):
+        raise InputError(
+            f"{fn.out_name}: the arguments are on {device}; tadiff.torch.define runs on CPU "
+            "(NumPy kernels) and CUDA (Triton kernels)"
+        )
+    on_cpu = device.type == "cpu"
+    if backend == "triton" or not on_cpu:
+        if backend not in ("auto", "triton"):
             raise InputError(
-                f"{fn.out_name}: argument {name} is on {t.device}; tadiff.torch.define runs the "
-                "NumPy kernels of tadiff.index.compile and takes CPU tensors only"
+                f"{fn.out_name}: tensors off the CPU need backend 'triton' (or 'auto'), not "
+                f"{backend!r}: the {backend} kernels run on NumPy arrays"
             )
-        arrays[name] = t.detach().resolve_conj().resolve_neg().numpy()
+        # the Triton kernel takes torch tensors and returns one on their device
+        shapes = {n: tuple(values[n].shape) for n in fn.args}
+        k = kernel(fn, shapes, _compute_dtype(values), "triton")
+        return k({n: values[n].detach() for n in fn.args})
+    arrays = {n: values[n].detach().resolve_conj().resolve_neg().numpy() for n in fn.args}
     return torch.from_numpy(evaluate_arrays(fn, arrays, backend))
+
+
+def _compute_dtype(values: dict[str, torch.Tensor]) -> np.dtype:
+    """float32 when every float argument is float32, else float64 (as the NumPy path)."""
+    floats = [t.dtype for t in values.values() if t.is_floating_point()]
+    if floats and all(d == torch.float32 for d in floats):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
 
 
 class TorchIndexFunction:
