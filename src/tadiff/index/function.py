@@ -236,9 +236,11 @@ class TensorFunction:
         if backend != "numba":
             raise InputError(f"only the numba and triton backends generate source, not {backend!r}")
         try:
-            from tadiff.index.compile.numba_backend import numba_source
+            import numba  # noqa: F401 - the source is for numba: say so where it is missing
         except ImportError as e:
             raise MissingDependencyError("source('numba')", "numba", "numba") from e
+        from tadiff.index.compile.numba_backend import numba_source
+
         return numba_source(self)
 
     # -- derivatives ----------------------------------------------------------------------------

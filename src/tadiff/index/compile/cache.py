@@ -151,9 +151,11 @@ def _lower(fn, shapes, dtype, backend, params, out_shape) -> Kernel:
             )
     if backend == "numba":
         try:
-            from tadiff.index.compile.numba_backend import lower_numba
-        except ImportError as e:  # pragma: no cover - depends on the environment
+            import numba  # noqa: F401 - the generated module imports it
+        except ImportError as e:
             raise MissingDependencyError("the numba backend", "numba", "numba") from e
+        from tadiff.index.compile.numba_backend import lower_numba
+
         return lower_numba(fn, shapes, dtype, params, out_shape)
     if backend == "triton":
         try:

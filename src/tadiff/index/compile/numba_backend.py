@@ -28,7 +28,6 @@ import sys
 from collections.abc import Mapping
 from math import lcm
 
-import numba  # noqa: F401 - an ImportError here is reported as MissingDependencyError
 import numpy as np
 
 from tadiff.index.compile.cache import source_dir
