@@ -17,7 +17,8 @@ Workloads:
 * **function() bridge**: a user's tadiff ``Function`` (softplus of a matmul, hand-written
   backward) run through :func:`tadiff.torch.function` vs the same expression in torch ops.
 * **index conv** (only when ``tadiff.torch.define`` exists): a 1-D convolution written in index
-  notation vs ``torch.nn.functional.conv1d``.
+  notation vs ``torch.nn.functional.conv1d``; CPU, and CUDA (Triton kernels vs cuDNN) when a GPU
+  is present.
 
 Usage: ``python benchmarks/torch_interop.py [--quick]``.
 """
@@ -164,28 +165,31 @@ def _function_rows(rounds, burst):
     return rows
 
 
-def _conv_rows(rounds, burst):
+def _conv_rows(rounds, burst, device="cpu"):
     define = getattr(tdt, "define", None)
     if define is None:
         return []
-    conv = define("y[b,o,t] = sum[c,k](x[b,c,t+k] * w[o,c,k])")
+    conv = define("y[b,o,t] = sum[c,k](x[b,c,t+k] * w[o,c,k])")  # Triton kernels on CUDA
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     rows = []
     for b, c, o, t, k in ((8, 16, 16, 256, 5), (16, 32, 32, 512, 7)):
         torch.manual_seed(0)
-        x = torch.randn(b, c, t)
-        w = torch.randn(o, c, k, requires_grad=True)
-        target = torch.randn(b, o, t - k + 1)
+        x = torch.randn(b, c, t, device=device)
+        w = torch.randn(o, c, k, device=device, requires_grad=True)
+        target = torch.randn(b, o, t - k + 1, device=device)
 
         def via_index(x=x, w=w, target=target):
             w.grad = None
             ((conv(x=x, w=w) - target) ** 2).mean().backward()
+            sync()
 
         def native(x=x, w=w, target=target):
             w.grad = None
             ((torch.nn.functional.conv1d(x, w) - target) ** 2).mean().backward()
+            sync()
 
         ms = _median_ms({"tadiff index conv": via_index, "torch conv1d": native}, rounds, burst)
-        rows.append((f"conv1d b={b} c={c} o={o} t={t} k={k}", ms))
+        rows.append((f"conv1d b={b} c={c} o={o} t={t} k={k} ({device})", ms))
     return rows
 
 
@@ -218,6 +222,8 @@ def main() -> None:
     _table("Sinkhorn layer", sk, ["unrolled torch"])
     _table("function() bridge", _function_rows(rounds, burst), ["torch ops"])
     conv = _conv_rows(rounds, burst)
+    if conv and torch.cuda.is_available():  # not measured yet: no GPU in the sessions so far
+        conv += _conv_rows(rounds, burst, device="cuda")
     if conv:
         _table("Index-notation convolution", conv, ["torch conv1d"])
     else:
