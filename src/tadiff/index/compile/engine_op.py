@@ -30,7 +30,7 @@ from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError
 from tadiff.index.compile.cache import kernel
 
-__all__ = ["call_engine"]
+__all__ = ["IndexOp", "call_engine", "evaluate_arrays"]
 
 
 def _data(value: object) -> np.ndarray:

@@ -533,6 +533,9 @@ def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, sca
     if len(ops) == 2:
         result = _pair_contract(ops[0], ops[1], set(axes), ndim)
         return result * scale if scale != 1 else result
+    if len(ops) == 1:
+        result = _window_sum(ops[0], axes)
+        return result * scale if scale != 1 else result
     spec = ",".join(subs) + "->" + "".join(letters[a] for a in out_axes)
     result = np.einsum(spec, *squeezed, optimize=len(ops) > 2 or None)
     shape = [1] * ndim
@@ -540,6 +543,23 @@ def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, sca
         shape[a] = result.shape[out_axes.index(a)]
     result = np.asarray(result).reshape(shape)
     return result * scale if scale != 1 else result
+
+
+def _window_sum(op: np.ndarray, axes: list[int], small: int = 32) -> np.ndarray:
+    """Sum of ``op`` over ``axes`` (kept as size 1). A small window (pooling's 2x2) is added
+    slice by slice, which streams the strided view far faster than a reduction over it."""
+    spans = [a for a in axes if op.shape[a] > 1]
+    count = int(np.prod([op.shape[a] for a in spans], dtype=np.int64))
+    if count > small or not spans:
+        return op.sum(axis=tuple(axes), keepdims=True)
+    total = None
+    for point in np.ndindex(*(op.shape[a] for a in spans)):
+        index = [slice(None)] * op.ndim
+        for a, i in zip(spans, point, strict=True):
+            index[a] = slice(i, i + 1)
+        part = op[tuple(index)]
+        total = part.copy() if total is None else np.add(total, part, out=total)
+    return total.sum(axis=tuple(a for a in axes if a not in spans), keepdims=True)
 
 
 def _fold_mask(ops: list[np.ndarray], mask: np.ndarray) -> list[np.ndarray]:
