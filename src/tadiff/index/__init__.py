@@ -8,7 +8,7 @@
 - :func:`define` parses a definition into a :class:`TensorFunction` (call it on NumPy arrays,
   ``.grad(name)``, ``.jacobian(name)``, ``.vjp(g, **args)``, ``str``/``.latex()``).
 - :func:`parse` gives the raw IR (:mod:`tadiff.index.expr`); :mod:`~tadiff.index.interpret`
-  is the reference interpreter. See docs/index.md.
+  is the reference interpreter. See docs/index-notation.md.
 - Called on tadiff Tensors a definition is an engine op with compiled forward and backward
   kernels (:mod:`tadiff.index.compile`: einsum, vectorized NumPy, Numba; ``stats()``).
 """

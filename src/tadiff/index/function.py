@@ -413,7 +413,7 @@ def define(source: str) -> TensorFunction:
     Args:
         source: e.g. ``"y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])"``. Sum ranges written
             without bounds and output sizes written without ``:N`` are inferred from the argument
-            shapes (see docs/index.md); ``sum[k=0:5]`` gives a half-open range explicitly.
+            shapes (see docs/index-notation.md); ``sum[k=0:5]`` gives a half-open range explicitly.
 
     Returns:
         A :class:`TensorFunction`; call it with NumPy arrays as keyword arguments.

@@ -6,7 +6,7 @@
 * :func:`stats` / :func:`clear_cache` — derivation and compilation counts and times.
 
 The reference interpreter (:mod:`tadiff.index.interpret`) stays the oracle every backend is
-tested against. See docs/index.md, "Backends and performance".
+tested against. See docs/index-notation.md, "Backends and performance".
 """
 
 from tadiff.index.compile.cache import BACKENDS, clear_cache, kernel, stats
