@@ -1,7 +1,10 @@
 """DistributedDataParallel with tadiff ops: 2 CPU processes (gloo, 127.0.0.1) train a small
 model and end with exactly the parameters of one process trained on the concatenated batch."""
 
+import faulthandler
 import os
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -67,6 +70,7 @@ def _fresh_model(ops):
 
 
 def _worker(rank, port, out_dir, ops):
+    faulthandler.dump_traceback_later(TIMEOUT_S - 10, exit=True)  # a hang shows where it hangs
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's data connections on loopback only
     torch.set_num_threads(1)
     timeout = timedelta(seconds=60)
@@ -107,9 +111,24 @@ def _run_workers(out_dir, ops):
                 p.join(5)
 
 
+def _run_workers_in_fresh_interpreter(out_dir, ops):
+    # Spawned from the pytest process, the workers sometimes hung (before any Python frame of
+    # the worker ran) after torch.compile tests had run in that process; a fresh parent
+    # process keeps the run independent of what ran before.
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (
+        f"import sys; sys.path.insert(0, {here!r}); import test_ddp; "
+        f"test_ddp._run_workers({str(out_dir)!r}, {ops!r})"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S + 30
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
 @pytest.mark.parametrize("ops", ["function", "library"])
 def test_ddp_two_processes_match_single_process_on_concatenated_batch(tmp_path, ops):
-    _run_workers(tmp_path, ops)
+    _run_workers_in_fresh_interpreter(tmp_path, ops)
     reference = _fresh_model(ops)
     initial = {k: v.detach().clone() for k, v in reference.state_dict().items()}
     x, target = _data()
