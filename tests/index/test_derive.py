@@ -43,6 +43,17 @@ CORPUS = [
     ("y[i] = sigmoid(x[i]) * abs(x[i] - 1) + minimum(x[i], w[i]) ** w[i]", {"x": (3,), "w": (3,)}),
     ("y[i:4] = sum[k=0:i+1](x[k])", {"x": (4,)}),  # triangular (prefix) sum
     ("y[i] = a[] * x[i] + a[]**2", {"a": (), "x": (3,)}),  # a scalar argument
+    # regression: k = q - i - 1 >= 0 bounds the gathered sum (i <= q - 1); it must survive the
+    # pruning of sum bounds, although 2*q == p + 1 with p >= 0 makes i <= 0 the tighter one
+    # over the integers (q >= 1): over the rationals (q = 1/2) the sum would read x[-1, 0]
+    (
+        "y[i:1] = sum[k=0:1, l=0:1](x[2*k, 0] * w[0] * x[2*i + 2*k + l + 1, i + k + 1])",
+        {"x": (3, 2), "w": (1,)},
+    ),
+    (
+        "y[i:1] = sum[k=0:1, l=0:1](x[2*k, 0] * w[0] * x[2*i + 2*k + l + 1, i + k + 1])",
+        {"x": (5, 3), "w": (2,)},  # margins: elements of x and w that are never read
+    ),
 ]
 
 
@@ -79,6 +90,11 @@ SECOND_ORDER = [
         "d",
         "a",
     ),
+    # regression: the first derivative sums j over max(0, p - 1)..0 for odd p; dropping j >= 0
+    # because odd p is >= 1 left the second derivative (where p = q + 2*j + 1 and oddness is an
+    # inner condition) reading dy[., -1]
+    ("y[i:2, j:1] = where(2*i < j + 1, x[2*i+1] * x[2*i-2*j] + x[0], 0)", {"x": (4,)}, "x", "x"),
+    ("y[i:2, j:1] = where(2*i < j + 1, x[2*i+1] * x[2*i-2*j] + x[0], 0)", {"x": (6,)}, "x", "x"),
 ]
 
 

@@ -187,6 +187,30 @@ def _implied(facts: tuple[Affine, ...], claim: Affine) -> bool:
     return not nest.is_feasible({})
 
 
+def _implied_rationally(facts: tuple[Affine, ...], claim: Affine) -> bool:
+    """True if ``claim >= 0`` holds at every *rational* point where all ``facts >= 0`` hold.
+
+    Weaker than :func:`_implied` (no integer rounding): used to drop sum bounds, so that what is
+    kept still proves every access in bounds over the rational relaxation that the bounds
+    checker (:func:`tadiff.index.shapes.check_bounds`) and a later derivation reason over.
+    Dropping ``i <= q - 1`` next to ``i <= 0`` because ``2*q == p + 1, p >= 0`` forces the
+    integer ``q >= 1`` would leave a sum whose range reaches ``i = -1`` at the rational
+    ``q = 1/2``.
+
+    The integer check is run on the homogenized system (each constant ``c`` becomes ``c*h`` with
+    a fresh ``h >= 1``): its integer points are the rational points of the original scaled by
+    a common denominator, so integer rounding can no longer cut anything off.
+    """
+    names = set().union(claim.variables, *(f.variables for f in facts))
+    h = Affine.variable(fresh_name("_h", names))
+
+    def homogenized(a: Affine) -> Affine:
+        den = lcm(*(c.denominator for _, c in a.items()), a.const.denominator)
+        return (a - a.const) * den + h * (a.const * den)
+
+    return _implied((*(homogenized(f) for f in facts), h - 1), homogenized(claim))
+
+
 # -- steps 2-4: gather form for one occurrence ----------------------------------------------------
 
 
@@ -278,6 +302,7 @@ def _gather(
     outer = [c for c in domain if not (c.variables & loop_set)]
     inner = [c for c in domain if c.variables & loop_set]
     conds += [Cond.ge(c) for c in outer]
+    base_facts = facts
     facts = (*facts, *_congruence_facts(conds, facts))
     conds = [c for c in dict.fromkeys(conds) if not (c.kind == "ge" and _implied(facts, c.expr))]
 
@@ -286,7 +311,10 @@ def _gather(
     )
     if loop_vars:
         nest = fourier_motzkin(inner, loop_vars)
-        known = list(facts) + [c.expr for c in conds if c.kind == "ge"]
+        # sum bounds are pruned with rational facts only: the congruence facts (p >= 1 from
+        # (p + 1) % 2 == 0) hold over the integers, and a where on a loop variable re-derived
+        # later becomes an inner condition that no longer bounds that loop
+        known = list(base_facts) + [c.expr for c in conds if c.kind == "ge"]
         ranges = []
         for rng in nest.ranges:
             if not rng.lower or not rng.upper:
@@ -334,7 +362,7 @@ def _prune_bounds(
         for o in others:
             # lower bounds: b is redundant if o >= b everywhere; upper: if o <= b
             claim = o - b if lower else b - o
-            if _implied(tuple(known), _integral_claim(claim)):
+            if _implied_rationally(tuple(known), claim):
                 kept.remove(b)
                 break
     return tuple(kept)
@@ -343,12 +371,6 @@ def _prune_bounds(
 def _bound_order(bounds: tuple[Affine, ...]) -> tuple[Affine, ...]:
     # a fixed order makes the printed form reproducible: size-only bounds first, then by text
     return tuple(sorted(bounds, key=lambda b: (any(not is_param(v) for v in b.variables), str(b))))
-
-
-def _integral_claim(claim: Affine) -> Affine:
-    # ceil/floor are monotone, so comparing the rational bounds is enough
-    den = lcm(*(c.denominator for _, c in claim.items()), claim.const.denominator)
-    return claim * den
 
 
 # -- the derivative as a TensorFunction ---------------------------------------------------------
