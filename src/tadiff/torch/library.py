@@ -25,14 +25,15 @@ op; and on CUDA the Triton kernels are not used. Second derivatives: FastH throu
 the differentiable blocked forward (exact); Sinkhorn's implicit backward is once-differentiable
 and differentiating it again raises :class:`tadiff.errors.AutogradError`.
 
-Example:
+Example (``torch.compile(fn, fullgraph=True)`` of such code keeps one graph; see the tests):
     >>> import torch
     >>> from tadiff.torch import library
     >>> X = torch.randn(2, 3, 3, dtype=torch.float64, requires_grad=True)
-    >>> f = torch.compile(lambda X: library.sinkhorn(X, iters=50).square().sum(),
-    ...                   backend="aot_eager", fullgraph=True)
-    >>> f(X).backward(); X.grad.shape
+    >>> library.sinkhorn(X, iters=50).square().sum().backward()
+    >>> X.grad.shape
     torch.Size([2, 3, 3])
+    >>> torch.ops.tadiff.householder_apply.default
+    <OpOverload(op='tadiff.householder_apply', overload='default')>
 """
 
 from __future__ import annotations
