@@ -1,5 +1,7 @@
 """tadiff.torch.sinkhorn: the implicit backward against torch autograd through the iterations."""
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -187,7 +189,7 @@ def test_half_precision_gradients_are_solved_in_float32(dtype, method):
 def test_docstring_examples_run():
     import doctest
 
-    import tadiff.torch.sinkhorn as module
+    module = importlib.import_module("tadiff.torch.sinkhorn")
 
     result = doctest.testmod(module)
     assert result.attempted >= 4 and result.failed == 0

@@ -29,43 +29,12 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without torch
     raise MissingDependencyError("tadiff.torch", "torch", "torch") from _exc
 
-import sys as _sys
-import types as _types
-
 from tadiff.torch import library
-from tadiff.torch._once import guard_inputs as _guard_inputs
 from tadiff.torch.convert import from_torch, to_torch
 from tadiff.torch.define import define
 from tadiff.torch.function import function
 from tadiff.torch.householder import LinearSVD, Orthogonal, householder_apply, householder_product
-from tadiff.torch.sinkhorn import sinkhorn as _sinkhorn_function
-
-_SINKHORN_ONCE = (
-    "sinkhorn: the implicit backward is once-differentiable (no create_graph through the linear "
-    "solve); use backward='unrolled' for higher derivatives"
-)
-
-
-def _sinkhorn(X, a=None, b=None, **options):
-    # The Function's backward is torch-once_differentiable, which would give silent zeros for
-    # the second derivative wrt X; the guard makes it raise instead (see tadiff.torch._once).
-    if options.get("backward", "auto") != "unrolled":
-        X, a, b = _guard_inputs(_SINKHORN_ONCE, X, a, b)
-    return _sinkhorn_function(X, a, b, **options)
-
-
-class _CallableModule(_types.ModuleType):
-    """``tadiff.torch.sinkhorn`` is both a submodule and the exported op. Binding a function to
-    that name would hide the module (``import tadiff.torch.sinkhorn as m`` would give the
-    function), so the module itself is made callable: ``tdt.sinkhorn(X, ...)`` runs the guarded
-    op above, with the arguments of :func:`tadiff.torch.sinkhorn.sinkhorn`."""
-
-    def __call__(self, X, a=None, b=None, **options):
-        return _sinkhorn(X, a, b, **options)
-
-
-_sys.modules[__name__ + ".sinkhorn"].__class__ = _CallableModule
-sinkhorn = _sys.modules[__name__ + ".sinkhorn"]
+from tadiff.torch.sinkhorn import sinkhorn
 
 __all__ = [
     "LinearSVD",

@@ -22,8 +22,14 @@ from tadiff.structured.sinkhorn import (
     sinkhorn_forward,
     sinkhorn_vjp,
 )
+from tadiff.torch._once import guard_inputs
 
 __all__ = ["SinkhornFunction", "sinkhorn"]
+
+_ONCE = (
+    "sinkhorn: the implicit backward is once-differentiable (no create_graph through the linear "
+    "solve); use backward='unrolled' for higher derivatives"
+)
 
 
 def _triton_usable(R: torch.Tensor, method: str = "implicit") -> bool:
@@ -135,4 +141,7 @@ def sinkhorn(
         "forward": forward,
         "backward": {"method": method, "cg_maxiter": cg_maxiter, "cg_tol": cg_tol},
     }
+    # The Function's backward is once-differentiable; torch would make a second derivative wrt X
+    # silently zero, the guard makes it raise instead (see tadiff.torch._once).
+    X, a, b = guard_inputs(_ONCE, X, a, b)
     return SinkhornFunction.apply(X, a, b, options)
