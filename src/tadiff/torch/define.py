@@ -158,7 +158,7 @@ def define(source: str, backend: str = "auto") -> TorchIndexFunction:
 
     Args:
         source: the definition, e.g. ``"y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])"``
-            (syntax: docs/index.md).
+            (syntax: docs/index-notation.md).
         backend: kernel backend (see :data:`tadiff.index.compile.BACKENDS`).
 
     Returns:
