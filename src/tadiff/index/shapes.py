@@ -1,6 +1,6 @@
 """Ranges of index variables from argument shapes, and static bounds checking.
 
-Rules (documented in docs/index.md):
+Rules (documented in docs/index-notation.md):
 
 * An index variable used *plainly* somewhere (the whole index of a dimension is the variable,
   as ``k`` in ``x[i,k]``) runs over that dimension: ``0 .. x.shape[1] - 1``. Every plain use must
