@@ -19,9 +19,7 @@ _NEEDS = {"tadiff.torch": "torch", "tadiff.structured.sinkhorn_triton": "triton"
 
 
 def _modules() -> list[str]:
-    return sorted(
-        info.name for info in pkgutil.walk_packages(tadiff.__path__, prefix="tadiff.")
-    )
+    return sorted(info.name for info in pkgutil.walk_packages(tadiff.__path__, prefix="tadiff."))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # anomaly's NaN

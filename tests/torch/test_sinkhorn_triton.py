@@ -1,31 +1,14 @@
 """The fused Triton backward against the torch kernels (CPU under TRITON_INTERPRET=1, or CUDA)."""
 
 import importlib
-import os
-import subprocess
-import sys
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-# On CPU the kernels run in Triton's interpreter, which must be switched on before triton is
-# first imported (triton builds its own jitted helpers, tl.sum included, at import). If another
-# test module imported triton earlier in this session, this file re-runs itself in a subprocess.
-_IN_PROCESS = torch.cuda.is_available() or "triton" not in sys.modules
-if not torch.cuda.is_available() and _IN_PROCESS:
-    os.environ["TRITON_INTERPRET"] = "1"
+# On CPU the kernels run in Triton's interpreter: tests/conftest.py switches it on before triton
+# is first imported.
 pytest.importorskip("triton")
-_here = pytest.mark.skipif(not _IN_PROCESS, reason="run by test_in_fresh_interpreter")
-
-
-@pytest.mark.skipif(_IN_PROCESS, reason="triton can run in this process")
-def test_in_fresh_interpreter():
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    args = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:]
-
 
 from tadiff.errors import InputError, ShapeError  # noqa: E402
 from tadiff.structured.sinkhorn import sinkhorn_forward, sinkhorn_vjp  # noqa: E402
@@ -46,7 +29,6 @@ def _case(shape, dtype, seed, scale=4.0, iters=60):
     return R.to(DEVICE, dtype), G.to(DEVICE, dtype)
 
 
-@_here
 @pytest.mark.parametrize(
     ("shape", "dtype", "atol"),
     [
@@ -67,7 +49,6 @@ def test_triton_matches_torch_kernel(shape, dtype, atol):
     assert (got - expected).abs().max().item() <= atol
 
 
-@_here
 def test_triton_half_precision_is_computed_in_float32():
     R, G = _case((8, 4, 4), torch.float32, seed=1)
     expected = sinkhorn_vjp(R, G)
@@ -76,7 +57,6 @@ def test_triton_half_precision_is_computed_in_float32():
     assert (got.float() - expected).abs().max().item() <= 5e-3
 
 
-@_here
 def test_triton_near_permutation_is_finite_and_balanced():
     gen = torch.Generator().manual_seed(2)
     perm = torch.stack([torch.eye(6)[torch.randperm(6, generator=gen)] for _ in range(16)])
@@ -88,7 +68,6 @@ def test_triton_near_permutation_is_finite_and_balanced():
     assert dX.sum(-1).abs().max() < 1e-4 and dX.sum(-2).abs().max() < 1e-4
 
 
-@_here
 def test_triton_rejects_what_it_cannot_do():
     assert supports(torch.zeros(2, 64, 64)) and not supports(torch.zeros(2, 65, 4))
     with pytest.raises(InputError, match=r"n, m <= 64, got shape \(1, 65, 65\)"):
@@ -97,7 +76,6 @@ def test_triton_rejects_what_it_cannot_do():
         sinkhorn_vjp_triton(torch.zeros(1, 4, 4), torch.zeros(1, 4, 3))
 
 
-@_here
 @pytest.mark.parametrize(
     ("shape", "dtype", "atol"),
     [
@@ -115,7 +93,6 @@ def test_triton_forward_matches_the_generic_loop(shape, dtype, atol):
     assert (got - expected).abs().max().item() <= atol
 
 
-@_here
 def test_triton_forward_with_marginals_broadcast_over_the_batch():
     gen = torch.Generator().manual_seed(3)
     X = torch.randn(4, 3, 5, generator=gen, dtype=torch.float64).to(DEVICE)
@@ -127,10 +104,10 @@ def test_triton_forward_with_marginals_broadcast_over_the_batch():
     assert (got - expected).abs().max().item() <= 1e-14
 
 
-@_here
 def test_torch_function_dispatches_to_triton(monkeypatch):
     # On CUDA the Function picks the fused kernels itself; here the interpreter stands in.
     import tadiff.structured.sinkhorn_triton as kernels
+
     torch_sinkhorn = importlib.import_module("tadiff.torch.sinkhorn")
 
     calls = []
@@ -154,7 +131,6 @@ def test_torch_function_dispatches_to_triton(monkeypatch):
         assert (plain - fused).abs().max().item() <= 1e-12
 
 
-@_here
 def test_triton_forward_rejects_large_matrices():
     with pytest.raises(InputError, match=r"n, m <= 64, got shape \(1, 3, 65\)"):
         sinkhorn_forward_triton(torch.zeros(1, 3, 65))
