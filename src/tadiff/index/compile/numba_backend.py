@@ -26,13 +26,13 @@ import importlib.util
 import os
 import sys
 from collections.abc import Mapping
-from math import lcm
 
 import numpy as np
 
+from tadiff.index.compile._codegen import SourceEmitter, nest
 from tadiff.index.compile.cache import source_dir
 from tadiff.index.compile.vectorized import Kernel
-from tadiff.index.expr import Access, Affine, Cond, Const, Index, Node, Op, Sum, Where, is_param
+from tadiff.index.expr import Access, Const, Index, Node, Op, Sum, Where
 
 __all__ = ["lower_numba", "numba_source"]
 
@@ -72,47 +72,16 @@ _FUNCS = {
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
 
 
-class _Emitter:
+class _Emitter(SourceEmitter):
     """Writes statements for nodes into nested blocks; a block sees its parents' temporaries."""
 
-    def __init__(self, params: list[str], arg_names: Mapping[str, str], ranks: Mapping[str, int]):
-        self.params = params
+    def __init__(self, arg_names: Mapping[str, str], ranks: Mapping[str, int]):
+        super().__init__()
         self.arg_names = arg_names
         self.ranks = ranks
-        self.lines: list[str] = []
-        self.count = 0
 
-    def temp(self) -> str:
-        self.count += 1
-        return f"t{self.count}"
-
-    def affine(self, expr: Affine, env: Mapping[str, str]) -> tuple[str, int]:
-        """Integer numerator source and denominator of ``expr``."""
-        den = lcm(*(c.denominator for _, c in expr.items()), expr.const.denominator)
-        terms = []
-        for name, c in expr.items():
-            ref = f"prm[{self._param(name)}]" if is_param(name) else env[name]
-            k = int(c * den)
-            terms.append(ref if k == 1 else f"{k} * {ref}")
-        const = int(expr.const * den)
-        if const or not terms:
-            terms.append(str(const))
-        return " + ".join(terms).replace("+ -", "- "), den
-
-    def _param(self, name: str) -> int:
-        if name not in self.params:
-            self.params.append(name)
-        return self.params.index(name)
-
-    def cond(self, c: Cond, env: Mapping[str, str]) -> str:
-        num, den = self.affine(c.expr, env)
-        if c.kind == "ge":
-            return f"({num}) >= 0"
-        if c.kind == "eq":
-            return f"({num}) == 0"
-        if c.kind == "ne":
-            return f"({num}) != 0"
-        return f"({num}) % {den * c.modulus} == 0"
+    def param_ref(self, name: str) -> str:
+        return f"prm[{self.param_slot(name)}]"
 
     def emit(self, node: Node, env: dict[str, str], cache: dict, indent: str) -> str:
         from tadiff.index.expr import free_indices
@@ -138,7 +107,7 @@ class _Emitter:
             index = []
             for expr in node.indices:
                 num, den = self.affine(expr, env)
-                index.append(num if den == 1 else f"({num}) // {den}")
+                index.append(num if den == 1 else f"{num} // {den}")
             return f"{name}[{', '.join(index)}]"
         if isinstance(node, Op):
             args = [self.emit(a, env, cache, indent) for a in node.args]
@@ -168,7 +137,7 @@ class _Emitter:
             highs = [self._floor(*self.affine(b, env)) for b in node.upper]
             self.lines.append(f"{indent}{t} = 0.0")
             self.lines.append(
-                f"{indent}for {var} in range({_nest('max', lows)}, {_nest('min', highs)} + 1):"
+                f"{indent}for {var} in range({nest('max', lows)}, {nest('min', highs)} + 1):"
             )
             inner = {**env, node.var: var}
             body = self.emit(node.body, inner, dict(cache), indent + "    ")
@@ -185,17 +154,9 @@ class _Emitter:
         return f"({num})" if den == 1 else f"(({num}) // {den})"
 
 
-def _nest(f: str, items: list[str]) -> str:
-    out = items[0]
-    for item in items[1:]:
-        out = f"{f}({out}, {item})"
-    return out
-
-
 def _generate(fn) -> tuple[str, list[str]]:
-    params: list[str] = []
     arg_names = {a: f"a_{a}" for a in fn.args}
-    em = _Emitter(params, arg_names, fn.arg_ranks)
+    em = _Emitter(arg_names, fn.arg_ranks)
     env = {v: f"v_{v}" for v in fn.out_vars}
     lines = []
     indent = "    "
@@ -214,7 +175,7 @@ def _generate(fn) -> tuple[str, list[str]]:
     src += "\n".join(lines[:1] + lines[1:]) + ("\n" if lines else "")
     src += "\n".join(body) + ("\n" if body else "")
     src += f"{indent}out[{target}] = {value}\n"
-    return src, params
+    return src, em.params
 
 
 def numba_source(fn) -> str:

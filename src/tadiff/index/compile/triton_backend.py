@@ -22,24 +22,21 @@ import hashlib
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
-from math import lcm
 
 import numpy as np
 
+from tadiff.index.compile._codegen import SourceEmitter, nest
 from tadiff.index.compile.cache import source_dir
 from tadiff.index.compile.vectorized import Kernel
 from tadiff.index.expr import (
     Access,
     Affine,
-    Cond,
     Const,
     Index,
     Node,
     Op,
     Sum,
     Where,
-    is_param,
     size_param,
 )
 
@@ -99,40 +96,13 @@ _FUNCS = {
 }
 
 
-class _Emitter:
+class _Emitter(SourceEmitter):
     def __init__(self, fn):
+        super().__init__()
         self.fn = fn
-        self.params: list[str] = []
-        self.lines: list[str] = []
-        self.count = 0
 
-    def param(self, name: str) -> str:
-        if name not in self.params:
-            self.params.append(name)
-        return f"P{self.params.index(name)}"
-
-    def temp(self) -> str:
-        self.count += 1
-        return f"t{self.count}"
-
-    def affine(self, expr: Affine, env: Mapping[str, str]) -> tuple[str, int]:
-        den = lcm(*(c.denominator for _, c in expr.items()), expr.const.denominator)
-        terms = []
-        for name, c in expr.items():
-            ref = self.param(name) if is_param(name) else env[name]
-            terms.append(f"{int(c * den)} * {ref}")
-        terms.append(str(int(expr.const * den)))
-        return "(" + " + ".join(terms) + ")", den
-
-    def cond(self, c: Cond, env) -> str:
-        num, den = self.affine(c.expr, env)
-        if c.kind == "ge":
-            return f"({num} >= 0)"
-        if c.kind == "eq":
-            return f"({num} == 0)"
-        if c.kind == "ne":
-            return f"({num} != 0)"
-        return f"({num} % {den * c.modulus} == 0)"
+    def param_ref(self, name: str) -> str:
+        return f"P{self.param_slot(name)}"
 
     def emit(self, node: Node, env: dict[str, str], mask: str, indent: str, cache: dict) -> str:
         key = (id(node), tuple(sorted(env.items())), mask)
@@ -156,7 +126,7 @@ class _Emitter:
             for dim, expr in enumerate(node.indices):
                 num, den = self.affine(expr, env)
                 index = num if den == 1 else f"_floordiv({num}, {den})"
-                size = self.param(size_param(node.name, dim))
+                size = self.param_ref(size_param(node.name, dim))
                 offset = f"({offset}) * {size} + {index}"
             t = self.temp()
             self.lines.append(
@@ -180,8 +150,8 @@ class _Emitter:
             t, lo, hi, var = self.temp(), self.temp(), self.temp(), f"s{self.count}_{node.var}"
             lows = [self._bound(b, env, True) for b in node.lower]
             highs = [self._bound(b, env, False) for b in node.upper]
-            self.lines.append(f"{indent}{lo} = {_nest('tl.maximum', lows)} + ZERO_I")
-            self.lines.append(f"{indent}{hi} = {_nest('tl.minimum', highs)} + ZERO_I")
+            self.lines.append(f"{indent}{lo} = {nest('tl.maximum', lows)} + ZERO_I")
+            self.lines.append(f"{indent}{hi} = {nest('tl.minimum', highs)} + ZERO_I")
             self.lines.append(f"{indent}{t} = tl.zeros([BLOCK], dtype=DT)")
             first = f"tl.min(tl.where({mask}, {lo}, 2147483647), axis=0)"
             last = f"tl.max(tl.where({mask}, {hi}, -2147483647), axis=0)"
@@ -202,13 +172,6 @@ class _Emitter:
         return f"(-_floordiv(-{num}, {den}))" if lower else f"_floordiv({num}, {den})"
 
 
-def _nest(f: str, items: list[str]) -> str:
-    out = items[0]
-    for item in items[1:]:
-        out = f"{f}({out}, {item})"
-    return out
-
-
 def _generate(fn) -> tuple[str, list[str]]:
     em = _Emitter(fn)
     env = {v: f"v_{v}" for v in fn.out_vars}
@@ -216,7 +179,7 @@ def _generate(fn) -> tuple[str, list[str]]:
     unravel = []
     rest = "flat"
     for k in reversed(range(len(fn.out_vars))):
-        size = em.param(f"__out[{k}]")
+        size = em.param_ref(f"__out[{k}]")
         v = env[fn.out_vars[k]]
         if k == 0:
             unravel.append(f"{indent}{v} = {rest}")
