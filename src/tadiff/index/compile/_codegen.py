@@ -42,6 +42,8 @@ class SourceEmitter:
         for name, c in expr.items():
             ref = self.param_ref(name) if is_param(name) else env[name]
             k = int(c * den)
+            # ``-1 * ref``, not ``-ref``: numba's prange indices are unsigned, and only a product
+            # with a signed constant makes the term signed.
             terms.append(ref if k == 1 else f"{k} * {ref}")
         const = int(expr.const * den)
         if const or not terms:

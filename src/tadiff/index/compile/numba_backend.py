@@ -147,11 +147,11 @@ class _Emitter(SourceEmitter):
 
     @staticmethod
     def _ceil(num: str, den: int) -> str:
-        return f"({num})" if den == 1 else f"(-((-({num})) // {den}))"
+        return num if den == 1 else f"(-(-{num} // {den}))"
 
     @staticmethod
     def _floor(num: str, den: int) -> str:
-        return f"({num})" if den == 1 else f"(({num}) // {den})"
+        return num if den == 1 else f"({num} // {den})"
 
 
 def _generate(fn) -> tuple[str, list[str]]:
