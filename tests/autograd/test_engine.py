@@ -1,6 +1,7 @@
 """The reverse pass: order, accumulation, retain_graph, create_graph, grad(), inputs=, modes."""
 
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -193,3 +194,65 @@ def test_dot_grad_accumulates_in_place_like_torch():
     g = x.grad
     (x * 3).sum().backward()
     assert x.grad is g and g.item() == 5.0
+
+
+_MADE: list = []  # what _FreshGrad's backward returned (weak or strong references)
+
+
+class _FreshGrad(td.autograd.Function):
+    """``2 * x``, whose backward returns a new array and remembers it (weakly or strongly)."""
+
+    @staticmethod
+    def forward(ctx, x, keep):
+        ctx.keep = keep
+        return 2 * x.data
+
+    @staticmethod
+    def backward(ctx, grad):
+        fresh = 2 * grad.data
+        _MADE.append(fresh if ctx.keep else weakref.ref(fresh))
+        return fresh, None
+
+
+def test_leaf_keeps_an_unshared_first_gradient_without_copying():
+    x = td.tensor(np.arange(6.0), requires_grad=True)
+    _MADE.clear()
+    _FreshGrad.apply(x, False).sum().backward()
+    assert _MADE[0]() is x.grad.data  # adopted: nothing else held it
+    np.testing.assert_array_equal(x.grad.data, np.full(6, 2.0))
+    # a second pass adds in place into that array, as for any owned .grad
+    _FreshGrad.apply(x, False).sum().backward()
+    np.testing.assert_array_equal(x.grad.data, np.full(6, 4.0))
+
+
+def test_leaf_copies_a_gradient_someone_else_still_holds():
+    x = td.tensor(np.arange(6.0), requires_grad=True)
+    _MADE.clear()
+    _FreshGrad.apply(x, True).sum().backward()
+    held = _MADE[0]
+    assert x.grad.data is not held and not np.shares_memory(x.grad.data, held)
+    x.grad.data[0] = 99.0
+    assert held[0] == 2.0
+
+
+def test_leaves_sharing_one_upstream_gradient_get_separate_arrays():
+    # ``a + b`` sends the same array to both leaves: neither may adopt it
+    a = td.tensor(np.ones(5000), requires_grad=True)
+    b = td.tensor(np.ones(5000), requires_grad=True)
+    c = td.tensor(np.ones(5000), requires_grad=True)
+    ((a + b) * c).sum().backward()
+    assert not np.shares_memory(a.grad.data, b.grad.data)
+    a.grad.data[:] = 7.0
+    np.testing.assert_array_equal(b.grad.data, np.ones(5000))
+
+
+def test_gradient_argument_and_views_are_never_adopted():
+    x = td.tensor(np.zeros((4, 3)), requires_grad=True)
+    seed = np.ones((4, 3))
+    x.backward(seed)  # a leaf's own gradient argument
+    assert not np.shares_memory(x.grad.data, seed)
+    y = td.tensor(np.zeros(12), requires_grad=True)
+    upstream = np.arange(12.0).reshape(3, 4)
+    y.reshape(3, 4).backward(upstream)  # the leaf's gradient is a view of the argument
+    assert not np.shares_memory(y.grad.data, upstream)
+    np.testing.assert_array_equal(y.grad.data, np.arange(12.0))

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -262,6 +263,14 @@ def _run_all(
             outs = _nones(edges)
         else:
             extra = node._extra
+            if type(node) is AccumulateGrad and extra is None and not create_graph:
+                # the leaf may keep the array itself when nothing else refers to it (only this
+                # frame's ``grads``): torch's AccumulateGrad steals such a gradient the same way
+                owned = type(grads) is np.ndarray and _refcount(grads) <= _ONE_LOCAL
+                leaf = node._variable()
+                if leaf is not None:
+                    accumulate_into(leaf, grads, False, owned)
+                continue
             if extra is not None:
                 grads = run_pre_hooks(node, grads, create_graph)
             outs = node._apply(grads, create_graph)
@@ -285,6 +294,23 @@ def _run_all(
                 deps[nxt] = count
             else:
                 push(nxt)
+        outs = g = None  # drop this frame's references, so a leaf can tell its gradient is unshared
+
+
+def _unshared_count() -> int:
+    """What ``sys.getrefcount`` reports for an array held by one local variable only.
+
+    Measured rather than assumed (interpreters differ in what the argument itself adds); without
+    ``sys.getrefcount`` (not CPython) nothing counts as unshared and leaves always copy.
+    """
+    if not hasattr(sys, "getrefcount"):
+        return -1
+    probe = np.empty(1)
+    return sys.getrefcount(probe)
+
+
+_refcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
+_ONE_LOCAL = _unshared_count()
 
 
 def _nones(edges: tuple[Any, ...]) -> list[None]:

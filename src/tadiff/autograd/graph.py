@@ -210,11 +210,17 @@ class AccumulateGrad(Node):
         return ()
 
 
-def accumulate_into(t: Tensor, grad: Any, create_graph: bool) -> None:
-    """Add ``grad`` into ``t.grad`` after running ``t``'s leaf hooks (PyTorch's AccumulateGrad)."""
+def accumulate_into(t: Tensor, grad: Any, create_graph: bool, owned: bool = False) -> None:
+    """Add ``grad`` into ``t.grad`` after running ``t``'s leaf hooks (PyTorch's AccumulateGrad).
+
+    ``owned`` says the caller holds the only reference to ``grad``: a first gradient is then
+    kept as it is (when it is a writable base array of the leaf's dtype and shape) instead of
+    being copied.
+    """
     meta = t._meta
     if meta is not None and meta.hooks:
         grad = _run_tensor_hooks(meta.hooks, grad, create_graph)
+        owned = False
     if create_graph:
         if type(grad) is not Tensor:
             grad = _make(np.asarray(grad))
@@ -225,6 +231,16 @@ def accumulate_into(t: Tensor, grad: Any, create_graph: bool) -> None:
     if type(grad) is Tensor:
         grad = grad.data
     old = t.grad
+    if (
+        owned
+        and old is None
+        and grad.base is None
+        and grad.flags.writeable
+        and grad.dtype == t.data.dtype
+        and grad.shape == t.data.shape
+    ):
+        t.grad = _make(grad)
+        return
     if old is None or old.grad_fn is not None:
         # A fresh, writable copy: the incoming array may be shared or a read-only broadcast view.
         new = np.array(grad, dtype=t.data.dtype, copy=True)
