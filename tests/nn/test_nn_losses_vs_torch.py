@@ -83,14 +83,15 @@ def test_cross_entropy_ignore_index_other_value_and_all_ignored():
             ignore_index=7,
         )
     )
-    x = td.tensor(logits, requires_grad=True)
-    all_ignored = F.cross_entropy(x, td.tensor(np.full(4, -100)), label_smoothing=0.1)
-    all_ignored.backward()
-    t = torch.from_numpy(logits).requires_grad_(True)
-    expected = TF.cross_entropy(t, torch.full((4,), -100), label_smoothing=0.1)
-    expected.backward()
-    assert np.isnan(all_ignored.data) and np.isnan(expected.item())  # 0 / 0
-    np.testing.assert_array_equal(x.grad.data, t.grad.numpy())  # zeros in both
+    for smoothing in (0.0, 0.1):  # the class-index fast path and the weighted form
+        x = td.tensor(logits, requires_grad=True)
+        all_ignored = F.cross_entropy(x, td.tensor(np.full(4, -100)), label_smoothing=smoothing)
+        all_ignored.backward()
+        t = torch.from_numpy(logits).requires_grad_(True)
+        expected = TF.cross_entropy(t, torch.full((4,), -100), label_smoothing=smoothing)
+        expected.backward()
+        assert np.isnan(all_ignored.data) and np.isnan(expected.item())  # 0 / 0
+        np.testing.assert_array_equal(x.grad.data, t.grad.numpy())  # zeros in both
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -145,6 +146,26 @@ def test_cross_entropy_gradcheck_with_smoothing_and_weights():
         lambda t: F.cross_entropy(t, target, weight, label_smoothing=0.1), (x,)
     )
     assert td.autograd.gradgradcheck(lambda t: F.cross_entropy(t, target, weight), (x,))
+    # class indices without weights or smoothing take the direct (no one-hot) path
+    for reduction in ("mean", "none"):
+        loss = lambda t, r=reduction: F.cross_entropy(t, target, reduction=r)  # noqa: E731
+        assert td.autograd.gradcheck(loss, (x,))
+        assert td.autograd.gradgradcheck(loss, (x,))
+
+
+def test_cross_entropy_keeps_float32_and_matches_torch():
+    rng = np.random.default_rng(9)
+    logits = rng.standard_normal((128, 10)).astype(np.float32)
+    target = rng.integers(0, 10, 128)
+    x = td.tensor(logits, requires_grad=True)
+    loss = F.cross_entropy(x, td.tensor(target))
+    loss.backward()
+    t = torch.from_numpy(logits).requires_grad_(True)
+    expected = TF.cross_entropy(t, torch.from_numpy(target))
+    expected.backward()
+    assert loss.dtype == np.float32 and x.grad.dtype == np.float32
+    np.testing.assert_allclose(loss.data, expected.item(), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.data, t.grad.numpy(), rtol=1e-5, atol=1e-8)
 
 
 @settings(max_examples=25, deadline=None)

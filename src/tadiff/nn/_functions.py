@@ -53,12 +53,53 @@ class Addmm(Function):
         return grad_x, grad_weight, grad_bias
 
 
+class ClassPicks:
+    """Class-index targets in the form the loss uses directly (instead of one-hot weights).
+
+    Attributes:
+        index: the target class of every element (ignored elements hold 0), the logits' shape
+            without the class axis.
+        valid: bool mask of the elements that count (same shape).
+        all_valid: whether every element counts (no ``ignore_index`` present).
+        count: the number of elements that count (the ``"mean"`` divisor).
+    """
+
+    def __init__(self, index: np.ndarray, valid: np.ndarray, num_classes: int):
+        self.index, self.valid, self.num_classes = index, valid, num_classes
+        self.all_valid = bool(valid.all())
+        self.count = float(valid.size if self.all_valid else np.count_nonzero(valid))
+
+    def take(self, values: np.ndarray, axis: int) -> np.ndarray:
+        """Each element's value at its target class: ``values`` without the class axis."""
+        if values.ndim == 2 and axis == 1:  # (N, C): plain fancy indexing, far less overhead
+            return values[np.arange(len(self.index)), self.index]
+        picked = np.take_along_axis(values, np.expand_dims(self.index, axis), axis)
+        return np.squeeze(picked, axis)
+
+    def subtract(self, values: np.ndarray, amount: Any, axis: int) -> None:
+        """``values[..., target, ...] -= amount`` in place (``amount`` broadcasts like the
+        elements, i.e. like ``values`` without its class axis)."""
+        if values.ndim == 2 and axis == 1:
+            values[np.arange(len(self.index)), self.index] -= amount
+            return
+        at = np.expand_dims(self.index, axis)
+        amount = np.expand_dims(np.broadcast_to(amount, self.index.shape), axis)
+        np.put_along_axis(values, at, np.take_along_axis(values, at, axis) - amount, axis)
+
+    def weights(self, axis: int, dtype: Any) -> np.ndarray:
+        """The one-hot target weights ``q`` (the logits' shape), zero for ignored elements."""
+        q = np.zeros((*self.index.shape, self.num_classes), dtype)
+        np.put_along_axis(q, self.index[..., None], self.valid[..., None].astype(dtype), axis=-1)
+        return np.moveaxis(q, -1, axis)
+
+
 class CrossEntropy(Function):
     """``-sum_c q_c log_softmax(x)_c`` over the class ``axis``, then reduced.
 
     Args (of ``apply``):
         x: logits.
-        q: the target weights, an array shaped like ``x`` (see ``F.cross_entropy``).
+        q: the target weights, an array shaped like ``x`` (see ``F.cross_entropy``), or the
+            target classes as :class:`ClassPicks` (one-hot ``q`` without forming it).
         axis: the class axis.
         reduction: ``"mean"`` (divide the sum by ``denominator``), ``"sum"`` or ``"none"``.
         denominator: the ``"mean"`` divisor.
@@ -68,14 +109,26 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(
-        ctx: Any, x: Tensor, q: np.ndarray, axis: int, reduction: str, denominator: float
+        ctx: Any,
+        x: Tensor,
+        q: np.ndarray | ClassPicks,
+        axis: int,
+        reduction: str,
+        denominator: float,
     ) -> np.ndarray:
         data = x.data
         shifted = data - data.max(axis=axis, keepdims=True)
-        logp = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-        losses = -(q * logp).sum(axis=axis)
+        exp = np.exp(shifted)
+        total = exp.sum(axis=axis, keepdims=True)
+        if isinstance(q, ClassPicks):
+            losses = np.log(np.squeeze(total, axis)) - q.take(shifted, axis)
+            if not q.all_valid:
+                losses *= q.valid
+        else:
+            losses = -(q * (shifted - np.log(total))).sum(axis=axis)
+        exp /= total  # the softmax, kept for the backward
         ctx.save_for_backward(x)
-        ctx.probs, ctx.q, ctx.axis = np.exp(logp), q, axis
+        ctx.probs, ctx.q, ctx.axis = exp, q, axis
         ctx.reduction, ctx.denominator = reduction, denominator
         if reduction == "none":
             return losses
@@ -87,23 +140,38 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Any, None, None, None, None]:
-        q, axis = ctx.q, ctx.axis
-        q_total = q.sum(axis=axis, keepdims=True)
-        shape = [1] * q.ndim
+        q, axis, probs = ctx.q, ctx.axis, ctx.probs
+        shape = [1] * probs.ndim
         if ctx.reduction == "none":  # one gradient per element: broadcast along the classes
-            shape = list(q.shape)
+            shape = list(probs.shape)
             shape[axis] = 1
         scale = 1.0
         if ctx.reduction == "mean":
             # Every target ignored: q is all zero, the loss nan and the gradient 0 (as torch).
             scale = 1.0 / ctx.denominator if ctx.denominator else 0.0
+        picks = q if isinstance(q, ClassPicks) else None
         if is_grad_enabled():  # create_graph: differentiable in x and in grad
+            if picks is not None:
+                q = picks.weights(axis, probs.dtype)
             (x,) = ctx.saved_tensors
-            probs = td.softmax(x, dim=axis)
+            q_total = q.sum(axis=axis, keepdims=True)
             g = grad.reshape(*shape) * scale
-            return (probs * Tensor(q_total) - Tensor(q)) * g, None, None, None, None
+            return (
+                (td.softmax(x, dim=axis) * Tensor(q_total) - Tensor(q)) * g,
+                None,
+                None,
+                None,
+                None,
+            )
         g = grad.data.reshape(shape) * scale
-        return (ctx.probs * q_total - q) * g, None, None, None, None
+        if picks is None:
+            return (probs * q.sum(axis=axis, keepdims=True) - q) * g, None, None, None, None
+        # (softmax - one-hot target) * g, zero where ignored: one new array, then the targets
+        if not picks.all_valid:
+            g = np.expand_dims(picks.valid, axis) * g
+        out = probs * g
+        picks.subtract(out, np.squeeze(g, axis), axis)
+        return out, None, None, None, None
 
 
 _erf = np.frompyfunc(math.erf, 1, 1)

@@ -24,7 +24,7 @@ import numpy as np
 import tadiff as td
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
-from tadiff.nn._functions import Addmm, CrossEntropy, GeluErf
+from tadiff.nn._functions import Addmm, ClassPicks, CrossEntropy, GeluErf
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -241,6 +241,21 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
     return squared.sum() if reduction == "sum" else squared.mean()
 
 
+def _class_picks(
+    target: np.ndarray, num_classes: int, ignore_index: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Checked class indices: ``(target with ignored elements set to class 0, valid mask)``."""
+    valid = target != ignore_index
+    bad = valid & ((target < 0) | (target >= num_classes))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InputError(
+            f"cross_entropy: target {int(target[where])} at position {where} is not a class "
+            f"index in [0, {num_classes}) (nor ignore_index={ignore_index})"
+        )
+    return (target if valid.all() else np.where(valid, target, 0)), valid
+
+
 def _target_weights(
     target: np.ndarray,
     num_classes: int,
@@ -252,15 +267,7 @@ def _target_weights(
 ) -> tuple[np.ndarray, float]:
     """For class-index targets: the coefficients ``q`` (input's shape) with
     ``loss_i = -sum_c q_ic log p_ic``, and the ``"mean"`` denominator ``sum_i w[t_i]``."""
-    valid = target != ignore_index
-    bad = np.argwhere(valid & ((target < 0) | (target >= num_classes)))
-    if bad.size:
-        where = tuple(int(i) for i in bad[0])
-        raise InputError(
-            f"cross_entropy: target {int(target[where])} at position {where} is not a class "
-            f"index in [0, {num_classes}) (nor ignore_index={ignore_index})"
-        )
-    safe = np.where(valid, target, 0)
+    safe, valid = _class_picks(target, num_classes, ignore_index)
     w = np.ones(num_classes) if weight is None else weight.astype(np.float64)
     picked = w[safe] * valid  # weight of each element's own class; 0 where ignored
     q = np.zeros((*target.shape, num_classes))
@@ -326,6 +333,11 @@ def cross_entropy(
                 f"cross_entropy: class-index target of shape {t.shape} does not fit input of "
                 f"shape {input.shape}; expected target shape {expected}"
             )
+        if w is None and label_smoothing == 0.0:
+            # the common case: one class per element, picked directly (no one-hot weights)
+            safe, valid = _class_picks(t, num_classes, ignore_index)
+            picks = ClassPicks(safe, valid, num_classes)
+            return CrossEntropy.apply(input, picks, class_axis, reduction, picks.count)
         q, denominator = _target_weights(
             t, num_classes, class_axis, w, ignore_index, label_smoothing, input.dtype
         )
