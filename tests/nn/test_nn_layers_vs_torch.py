@@ -140,6 +140,8 @@ def test_layer_errors_name_the_shapes():
         nn.Linear(3, 4)(td.ones(2, 5))
     with pytest.raises(ShapeError, match=r"does not end with normalized_shape \(4,\)"):
         nn.LayerNorm(4)(td.ones(2, 3))
+    with pytest.raises(ShapeError, match=r"bias of shape \(3,\) does not fit .* expected \(4,\)"):
+        F.linear(td.ones(2, 3), td.ones(4, 3), td.ones(3))
     with pytest.raises(DTypeError, match="input has dtype float64 but weight has dtype float32"):
         nn.Linear(3, 4)(td.tensor(np.ones((2, 3))))
     with pytest.raises(InputError, match="approximate='fast'"):
@@ -163,6 +165,10 @@ def test_linear_is_twice_differentiable():
     assert td.autograd.gradcheck(F.linear, (x, w, b))
     assert td.autograd.gradgradcheck(F.linear, (x, w, b))
     assert td.autograd.gradgradcheck(lambda x, w: F.linear(x, w), (x, w))
+    # batch dimensions in front of the features, and the node torch would record
+    x3 = td.tensor(RNG.standard_normal((2, 3, 4)), requires_grad=True)
+    assert td.autograd.gradgradcheck(F.linear, (x3, w, b))
+    assert F.linear(x3, w, b).grad_fn.name() == "AddmmBackward0"
 
 
 def test_gradient_penalty_through_an_mlp_matches_torch():

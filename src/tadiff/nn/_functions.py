@@ -1,10 +1,9 @@
-"""The autograd Functions behind ``F.linear``, ``F.cross_entropy`` and the exact ``F.gelu``.
+"""The autograd Functions behind ``F.cross_entropy`` and the exact ``F.gelu``.
 
-``linear`` and ``cross_entropy`` are single graph nodes for speed (one node instead of three and
-six). Their backward runs on raw arrays in a plain backward pass and with tadiff ops when the
-pass is recorded (``create_graph``, detected as grad mode being on inside ``backward``), so they
-stay differentiable to any order. The node names follow torch where it has one
-(``AddmmBackward``).
+``cross_entropy`` is a single graph node for speed (one node instead of six). Its backward runs
+on raw arrays in a plain backward pass and with tadiff ops when the pass is recorded
+(``create_graph``, detected as grad mode being on inside ``backward``), so it stays
+differentiable to any order. (``F.linear`` is a primitive op of the engine, ``AddmmBackward0``.)
 """
 
 from __future__ import annotations
@@ -18,39 +17,6 @@ import tadiff as td
 from tadiff.autograd.function import Function, once_differentiable
 from tadiff.autograd.grad_mode import is_grad_enabled
 from tadiff.autograd.tensor import Tensor
-
-
-class Addmm(Function):
-    """``x @ weight.T + bias``: x ``(..., in)``, weight ``(out, in)``, bias ``(out,)`` or None.
-
-    The bias is added in place, and the weight gradient is formed in the weight's own layout
-    (``g.T @ x``) instead of being transposed back.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> np.ndarray:
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        out = x.data @ weight.data.T
-        if bias is not None:
-            out += bias.data
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Any, Any, Any]:
-        x, weight = ctx.saved_tensors
-        needs_x, needs_weight, needs_bias = ctx.needs_input_grad
-        if is_grad_enabled():  # create_graph: record this backward with tadiff ops
-            g, w = grad, weight
-            column_sum = lambda rows: rows.sum(dim=0)  # noqa: E731
-        else:  # a plain pass: the same formulas on the arrays, less overhead
-            g, x, w = grad.data, x.data, weight.data
-            column_sum = lambda rows: rows.sum(axis=0)  # noqa: E731
-        rows = g.reshape(-1, w.shape[0])
-        grad_x = g @ w if needs_x else None
-        grad_weight = rows.T @ x.reshape(-1, w.shape[1]) if needs_weight else None
-        grad_bias = column_sum(rows) if needs_bias and ctx.has_bias else None
-        return grad_x, grad_weight, grad_bias
 
 
 class ClassPicks:

@@ -1,9 +1,10 @@
 """Stateless layer functions and losses, with ``torch.nn.functional``'s names and semantics.
 
 Most functions are compositions of differentiable tadiff ops, so their gradients (and gradients
-of gradients) come from the engine. Three are single autograd Functions (``tadiff.nn._functions``):
-``linear`` and ``cross_entropy``, for speed, with backward formulas that are differentiable again;
-``gelu`` with the exact ``erf`` form, first order only. Losses take raw scores (logits) and are
+of gradients) come from the engine. For speed, ``linear`` is one recorded op (``AddmmBackward0``,
+whose formulas are in the engine's VJP table) and ``cross_entropy`` one autograd Function
+(``tadiff.nn._functions``), both differentiable again; ``gelu`` with the exact ``erf`` form is a
+Function too. Losses take raw scores (logits) and are
 computed stably through a shifted log-sum-exp.
 
 Example:
@@ -22,9 +23,12 @@ from typing import Any
 import numpy as np
 
 import tadiff as td
-from tadiff.autograd.tensor import Tensor
+from tadiff.autograd.graph import record
+from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
-from tadiff.nn._functions import Addmm, ClassPicks, CrossEntropy, GeluErf
+from tadiff.nn._functions import ClassPicks, CrossEntropy, GeluErf
+from tadiff.ops._common import needs_grad
+from tadiff.ops.derivatives import AddmmBackward0
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -60,11 +64,18 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         (2, 4)
     """
     x, weight = _tensor(x, "linear input"), _tensor(weight, "linear weight")
+    if bias is not None:
+        bias = _tensor(bias, "linear bias")
     if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ShapeError(
             f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape}; "
             f"expected input shape (..., {weight.shape[-1] if weight.ndim else '?'}) and a 2-d "
             "weight (out_features, in_features)"
+        )
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ShapeError(
+            f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape}; "
+            f"expected ({weight.shape[0]},), one per output feature"
         )
     for name, other in (("weight", weight), ("bias", bias)):
         if other is not None and other.dtype != x.dtype:
@@ -72,7 +83,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                 f"linear: input has dtype {x.dtype} but {name} has dtype {other.dtype}; "
                 "convert one of them (e.g. model.to(np.float64) or x.to(np.float32))"
             )
-    return Addmm.apply(x, weight, bias)
+    out = x.data @ weight.data.T
+    if bias is not None:
+        out += bias.data  # in place: ``out`` is new
+    if needs_grad(x, weight) or (bias is not None and needs_grad(bias)):
+        return record(AddmmBackward0, out, (x, weight, bias), (x, weight))
+    return _make(out)
 
 
 def relu(x: Tensor) -> Tensor:

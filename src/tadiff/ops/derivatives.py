@@ -124,6 +124,21 @@ def _matmul_a(F: Any, g: Any, a: Any, b: Any) -> Any:
     return F.sum_to(g @ F.swapaxes(b, -1, -2), sa)
 
 
+def _linear_input(F: Any, g: Any, x: Any, w: Any) -> Any:
+    return g @ w
+
+
+def _linear_weight(F: Any, g: Any, x: Any, w: Any) -> Any:
+    # formed in the weight's own (out, in) layout: no transpose of the result afterwards
+    out_features, in_features = w.shape
+    rows = F.reshape(g, (-1, out_features))
+    return F.swapaxes(rows, 0, 1) @ F.reshape(x, (-1, in_features))
+
+
+def _linear_bias(F: Any, g: Any, x: Any, w: Any) -> Any:
+    return F.sum(F.reshape(g, (-1, w.shape[0])), (0,), False)
+
+
 def _matmul_b(F: Any, g: Any, a: Any, b: Any) -> Any:
     sa, sb = a.shape, b.shape
     if len(sa) == 1 and len(sb) == 1:
@@ -377,6 +392,8 @@ ScatterAddBackward0 = _node(
 
 # linear algebra
 MmBackward0 = _node("MmBackward0", _matmul_a, _matmul_b)
+# x, weight (of x @ weight.T + bias; the bias is the third input)
+AddmmBackward0 = _node("AddmmBackward0", _linear_input, _linear_weight, _linear_bias)
 BmmBackward0 = _node("BmmBackward0", _matmul_a, _matmul_b)
 MvBackward0 = _node("MvBackward0", _matmul_a, _matmul_b)
 DotBackward0 = _node("DotBackward0", _matmul_a, _matmul_b)
