@@ -39,6 +39,7 @@ from math import gcd, lcm
 import numpy as np
 
 from tadiff.index.compile._affine import integer_form
+from tadiff.index.compile._window_gemm import plan_window_gemm
 from tadiff.index.expr import (
     Access,
     Affine,
@@ -247,6 +248,7 @@ class _Planner:
         self._inside: dict[int, np.ndarray] = {}  # padded access plan -> where it reads data
         self.env_affine: dict[str, tuple[dict[int, int], int] | None] = {}
         self.axis_len: dict[int, int] = {}
+        self.notes: list[str] = []  # lowerings chosen, for the kernel's description
         for axis, (var, n) in enumerate(zip(fn.out_vars, out_shape, strict=True)):
             self.env[var] = self._grid(np.arange(n), axis)
             self.env_affine[var] = ({axis: 1}, 0)
@@ -477,6 +479,10 @@ class _Planner:
                         reads_zero = reads_zero | ~self._inside[id(p)]
                 if (mask | reads_zero).all():
                     mask = None  # the zero padding already drops every masked-out term
+            if mask is None and len(factors) == 2 and all(isinstance(f, Access) for f in factors):
+                gemm = self._window_gemm(factors, widths, scale)
+                if gemm is not None:
+                    return gemm
             mask_f = None if mask is None else mask.astype(self.dtype)
             ndim = self.ndim
 
@@ -498,6 +504,26 @@ class _Planner:
             return total * _uncovered(widths, [value.shape], self.dtype)
 
         return reduce
+
+
+    def _window_gemm(self, factors, widths, scale) -> Callable[[Arrays], np.ndarray] | None:
+        """The window-unrolled BLAS plan of a two-factor sum (see ``_window_gemm``), if any."""
+        forms = [[self._compose(e) for e in f.indices] for f in factors]
+        if any(form is None for fm in forms for form in fm):
+            return None
+        plan = plan_window_gemm(
+            factors,
+            forms,
+            self.shapes,
+            lambda a: self.axis_len.get(a, 1),
+            set(widths),
+            self.ndim,
+            self.dtype,
+            scale,
+        )
+        if plan is not None:
+            self.notes.append("window-unrolled BLAS products for " + " * ".join(f.name for f in factors))
+        return plan
 
 
 def _reduce(f, values):
@@ -652,7 +678,7 @@ def lower_numpy(
     if out_shape is None:
         out_shape = fn.output_shape(**shapes)
     out_shape = tuple(out_shape)
-    parts = []
+    parts, notes = [], []
     for mapping, slices, sub_shape in _residue_classes(fn, out_shape):
         if 0 in sub_shape:
             continue
@@ -660,6 +686,7 @@ def lower_numpy(
         planner = _Planner(fn, params, shapes, sub_shape, dtype, body)
         with np.errstate(all="ignore"):
             parts.append((slices, sub_shape, planner.plan(body)))
+        notes += [n for n in planner.notes if n not in notes]
     n_out = len(out_shape)
 
     def run(arrays: Arrays) -> np.ndarray:
@@ -673,7 +700,8 @@ def lower_numpy(
                 out[slices] = value
         return out if out is not None else np.zeros(out_shape, dtype=dtype)
 
-    return Kernel("numpy", run, out_shape, dtype, f"vectorized plan of {fn}")
+    plan = "; ".join([f"vectorized plan of {fn}", *notes])
+    return Kernel("numpy", run, out_shape, dtype, plan)
 
 
 def _residue_classes(fn, out_shape: tuple[int, ...], limit: int = 16):

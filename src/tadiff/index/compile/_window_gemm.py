@@ -1,0 +1,405 @@
+"""Window-unrolled contractions: a convolution as a few BLAS calls on views of its arguments.
+
+The general im2col path of :mod:`~tadiff.index.compile.vectorized` copies a strided view with
+every window position as an axis, then makes one matrix product: the copy costs as much as the
+product. This lowering avoids it for a sum of a product of two accesses whose index dimensions
+couple a long variable with short ones (``x[b, c, h + i, v + j]``: ``h`` runs over the image,
+``i`` over a 3-wide window).
+
+* **Unrolled windows.** In each such dimension every variable but the longest is a *window*
+  variable (at most :data:`_MAX_TERMS` combinations). The compile step enumerates their values;
+  for one value every access is a plain strided view of its (zero-padded) argument and the
+  term is one matrix product of two views. Terms of a summed window are accumulated, terms of
+  an output window (``dw[o, c, i, j]``) go to their own output slice.
+* **Merged axes, over-computed.** A matrix dimension must be one strided axis. Two axes merge
+  when the outer stride is a multiple of the inner one and covers its span: ``h`` (stride
+  ``W``) and ``v`` (stride 1, ``OW < W`` values) become ``p = h*W + v`` with
+  ``(OH - 1) * W + OW`` values; the ``W - OW`` extra columns per row read real (finite) input
+  elements and are dropped by a strided view of the result. Where merged axes are *summed*
+  (the weight gradient sums over ``h, v``), the extra positions must contribute nothing: the
+  operand that does not depend on the window is copied once per call into a zero-filled buffer
+  of the merged layout.
+* **BLAS or nothing.** NumPy's matmul calls BLAS only for views with one unit stride and a valid
+  leading dimension; otherwise it runs a slow loop. Views are built to satisfy this, a small
+  operand (the weights) is copied contiguous once per call, and anything else (a large operand
+  needing a copy, a stride-2 access, a sum variable in one factor only) returns ``None``: the
+  caller keeps its general path.
+
+Output axes left outside the merged matrix dimensions are batch axes of the product; the
+outermost is looped over in Python so each product and its accumulation stay in cache. Summed
+axes left outside are batch axes too, reduced after the product (the weight gradient's batch).
+
+Example (the plan of a 2-D convolution's forward: 9 products, no copy of ``x``):
+    >>> import numpy as np
+from numpy.lib.stride_tricks import as_strided
+    >>> from tadiff.index import define
+    >>> from tadiff.index.compile.vectorized import lower_numpy
+    >>> f = define("y[b,o,h,v] = sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])")
+    >>> x, w = np.ones((2, 3, 6, 5)), np.ones((4, 3, 3, 3))
+    >>> lower_numpy(f, {"x": x.shape, "w": w.shape}, np.float64)({"x": x, "w": w})[0, 0, 0]
+    array([27., 27., 27.])
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+Arrays = Mapping[str, np.ndarray]
+Form = tuple[dict[int, int], int]  # one index dimension: {axis: coefficient}, constant
+
+_MAX_TERMS = 64
+"""At most this many unrolled window combinations (a 8x8 kernel)."""
+_MAX_WINDOW = 16
+"""A window variable has at most this many values."""
+_SMALL = 1 << 16
+"""Elements of a view that may be copied per call to make it BLAS-compatible (weights)."""
+
+
+
+class _Operand:
+    """One access as element strides over the planner's axes (in its zero-padded argument).
+
+    Attributes:
+        name: argument name.
+        pads: ``np.pad`` widths, or None when nothing reads past the array.
+        base: element offset of index 0 on every axis.
+        stride: axis -> element stride (axes the access does not depend on are absent).
+        relayout: set when the operand is copied per call into a zero-filled buffer:
+            (native strides, native base, buffer shape, buffer axes, chain axes, chain ratios).
+        copy: the operand's matrices are made contiguous per call (a small, non-BLAS view).
+    """
+
+    def __init__(self, name: str, shape: tuple[int, ...], forms: list[Form], length):
+        self.name = name
+        pads = []
+        for n, (coeffs, const) in zip(shape, forms, strict=True):
+            low = const + sum(min(0, k * (length(a) - 1)) for a, k in coeffs.items())
+            high = const + sum(max(0, k * (length(a) - 1)) for a, k in coeffs.items())
+            pads.append((max(0, -low), max(0, high - (n - 1))))
+        padded = [n + lo + hi for n, (lo, hi) in zip(shape, pads, strict=True)]
+        self.pads = pads if any(lo or hi for lo, hi in pads) else None
+        strides = [int(np.prod(padded[d + 1 :], dtype=np.int64)) for d in range(len(shape))]
+        self.base = sum((c + p[0]) * s for (_, c), p, s in zip(forms, pads, strides, strict=True))
+        stride: dict[int, int] = {}
+        for (coeffs, _), s in zip(forms, strides, strict=True):
+            for a, k in coeffs.items():
+                if length(a) > 1:
+                    stride[a] = stride.get(a, 0) + k * s
+        self.stride = {a: s for a, s in stride.items() if s}
+        self.relayout: tuple | None = None
+        self.copy = False
+
+    def size(self, skip: set[int], length) -> int:
+        """Elements of one view over the axes not in ``skip``."""
+        return int(np.prod([length(a) for a in self.stride if a not in skip], dtype=np.int64))
+
+
+def _span(op: _Operand, chain: list[int], length) -> int:
+    """Values of the merged axis of ``chain`` (innermost first), over-computation included."""
+    if not chain:
+        return 1
+    unit = op.stride[chain[0]]
+    return 1 + sum((length(a) - 1) * (op.stride[a] // unit) for a in chain)
+
+
+def _ratios(op: _Operand, chain: list[int]) -> list[int] | None:
+    """Strides of ``chain`` in units of its innermost stride, or None if they do not divide."""
+    if not chain or op.stride.get(chain[0], 0) <= 0:
+        return None
+    unit = op.stride[chain[0]]
+    if any(op.stride.get(a, 0) % unit for a in chain):
+        return None
+    return [op.stride.get(a, 0) // unit for a in chain]
+
+
+def _chain(op: _Operand, axes, length) -> list[int]:
+    """The longest run of ``axes`` that merges into one strided axis of ``op``, innermost
+    first: each next stride is a multiple of the innermost one covering the span so far."""
+    order = sorted(axes, key=lambda a: op.stride[a])
+    if not order or op.stride[order[0]] <= 0:
+        return []
+    chain = [order[0]]
+    for a in order[1:]:
+        unit = op.stride[chain[0]]
+        if op.stride[a] % unit or op.stride[a] // unit < _span(op, chain, length):
+            break
+        chain.append(a)
+    return chain
+
+
+def _exact(op: _Operand, chain: list[int], length) -> bool:
+    """The merged axis has no over-computed positions."""
+    return _span(op, chain, length) == int(np.prod([length(a) for a in chain], dtype=np.int64))
+
+
+def _unit(op: _Operand, chain: list[int]) -> int:
+    return op.stride[chain[0]] if chain else 0
+
+
+def _fit(op: _Operand, own: list[int], k_chain: list[int], length) -> None:
+    """Shorten the unit-stride chain of ``op``'s matrix (own chain x contracted chain) until
+    its span fits under the other chain's stride, the leading dimension BLAS needs."""
+    for inner, outer in ((own, k_chain), (k_chain, own)):
+        if inner and outer and _unit(op, inner) == 1:
+            while len(inner) > 1 and _span(op, inner, length) > _unit(op, outer):
+                inner.pop()
+            return
+
+
+def _is_blas(op: _Operand, own: list[int], k_chain: list[int], length) -> bool:
+    """NumPy's own test: one unit stride, the other at least that axis's span."""
+    spans = (_span(op, own, length), _span(op, k_chain, length))
+    units = (_unit(op, own), _unit(op, k_chain))
+    for i, j in ((0, 1), (1, 0)):
+        if (units[i] == 1 or spans[i] == 1) and (spans[j] == 1 or units[j] >= spans[i]):
+            return True
+    return False
+
+
+def _relayout(op: _Operand, chain: list[int], ratios: list[int], span: int, length) -> None:
+    """Plan ``op``'s zero-filled buffer: its other axes outermost (in their stride order), then
+    the contracted ``chain`` merged with the leader's ``ratios`` over ``span`` values."""
+    others = sorted((a for a in op.stride if a not in chain), key=lambda a: -op.stride[a])
+    new = dict(zip(chain, ratios, strict=True))
+    step = span
+    for a in reversed(others):
+        new[a] = step
+        step *= length(a)
+    axes = others + chain
+    op.relayout = (
+        op.base,
+        (*(length(a) for a in others), span),
+        tuple(length(a) for a in axes),
+        tuple(op.stride[a] for a in axes),
+        tuple(new[a] for a in axes),
+    )
+    op.stride, op.base = new, 0
+
+
+def plan_window_gemm(
+    factors, forms: list[list[Form]], shapes, length, summed: set[int], ndim: int, dtype, scale
+) -> Callable[[Arrays], np.ndarray] | None:
+    """The window-unrolled evaluation of ``scale * sum over summed axes of a * b``.
+
+    Args:
+        factors: the two Access nodes.
+        forms: per factor, per index dimension, ``({axis: coeff}, const)`` (integer, affine).
+        shapes: argument name -> shape.
+        length: axis -> number of values.
+        summed: the axes this sum reduces.
+        ndim: number of axes of the planner's grids.
+        dtype: computation dtype.
+        scale: constant factor of the product.
+
+    Returns:
+        A closure ``arrays -> array`` with ``ndim`` axes (size 1 on summed axes and on axes no
+        factor depends on), or None where this lowering does not apply (see the module
+        docstring).
+    """
+    ops = [
+        _Operand(f.name, tuple(shapes[f.name]), fm, length)
+        for f, fm in zip(factors, forms, strict=True)
+    ]
+    # window axes: all but the longest variable of a dimension that couples several, and any
+    # negatively strided axis (BLAS takes positive strides only)
+    window: set[int] = set()
+    for fm in forms:
+        for coeffs, _ in fm:
+            active = [a for a in coeffs if length(a) > 1]
+            if len(active) > 1:
+                window.update(sorted(active, key=lambda a: (length(a), a))[:-1])
+    for op in ops:
+        window.update(a for a, s in op.stride.items() if s < 0)
+    terms = int(np.prod([length(a) for a in window], dtype=np.int64))
+    if not window or terms > _MAX_TERMS or any(length(a) > _MAX_WINDOW for a in window):
+        return None
+    in_a, in_b = (set(op.stride) - window for op in ops)
+    if (in_a ^ in_b) & summed:
+        return None  # a sum variable in one factor only: not a matrix product
+    # the factor with the innermost output axis gives the columns, so the result comes out in
+    # (nearly) output order and the final crop copies along memory
+    if max((in_a | in_b) - summed, default=-1) in in_a - in_b:
+        ops, in_a, in_b = ops[::-1], in_b, in_a
+    a_op, b_op = ops
+    m_chain = _chain(a_op, (in_a - in_b) - summed, length)
+    n_chain = _chain(b_op, (in_b - in_a) - summed, length)
+    contracted = in_a & in_b & summed
+    k_chain = _contracted_chain(a_op, b_op, m_chain, n_chain, contracted, window, length)
+    for op, own in ((a_op, m_chain), (b_op, n_chain)):
+        if not _is_blas(op, own, k_chain, length):
+            if op.relayout is not None or op.size(window, length) > _SMALL:
+                return None  # a large operand would need a copy: im2col does it better
+            op.copy = True
+    for a in summed:
+        if length(a) > 1 and all(a not in op.stride for op in ops):
+            scale *= length(a)  # a sum variable the product does not depend on counts terms
+    k_loop = sorted(contracted - set(k_chain))
+    out_loop = sorted(((in_a | in_b) - summed) - set(m_chain) - set(n_chain))
+    return _Plan(
+        a_op,
+        b_op,
+        sorted(window),
+        summed,
+        (m_chain, n_chain, k_chain, k_loop, out_loop),
+        length,
+        ndim,
+        np.dtype(dtype),
+        scale,
+    ).run
+
+
+def _contracted_chain(a_op, b_op, m_chain, n_chain, contracted, window, length) -> list[int]:
+    """The contracted axes merged into the matrices' shared dimension (the rest are looped).
+
+    The operand that depends on the window (the larger, if both do) leads: its strides are
+    fixed. If the follower's strides disagree, or the leader's merge over-computes, a follower
+    independent of the window is copied into a zero-filled buffer of the leader's layout;
+    otherwise the chain is cut back to what both share exactly.
+    """
+    if not contracted:
+        return []
+    deps = [any(a in op.stride for a in window) for op in (a_op, b_op)]
+    sizes = [op.size(window, length) for op in (a_op, b_op)]
+    lead_a = deps[0] and (not deps[1] or sizes[0] >= sizes[1])
+    lead, follow = (a_op, b_op) if lead_a else (b_op, a_op)
+    lead_own, follow_own = (m_chain, n_chain) if lead_a else (n_chain, m_chain)
+    chain = _chain(lead, contracted, length)
+    _fit(lead, lead_own, chain, length)
+    ratios = _ratios(lead, chain)
+    shared = _ratios(follow, chain) == ratios and _exact(lead, chain, length)
+    if chain and not shared and not (deps[1] if lead_a else deps[0]):
+        _relayout(follow, chain, ratios, _span(lead, chain, length), length)
+        follow_own[:] = _chain(follow, follow_own, length)
+        return chain
+    while chain and not (_ratios(follow, chain) == _ratios(lead, chain) and _exact(lead, chain, length)):
+        chain.pop()
+    _fit(follow, follow_own, chain, length)
+    return chain
+
+
+class _Plan:
+    """The compiled evaluation: per call, the operands' flat arrays, then one matrix product
+    per window value (accumulated over summed windows) into a buffer laid out as
+    ``[output windows..., looped output axes..., rows span, columns span]``."""
+
+    def __init__(self, a_op, b_op, window, summed, chains, length, ndim, dtype, scale):
+        m_chain, n_chain, k_chain, k_loop, out_loop = chains
+        self.ops, self.dtype = (a_op, b_op), dtype
+        self.scale = dtype.type(scale)
+        self.n_out, self.n_k = len(out_loop), len(k_loop)
+        kept_w = [a for a in window if a not in summed]
+        sum_w = [a for a in window if a in summed]
+        spans = [_span(a_op, m_chain, length), _span(b_op, n_chain, length)]
+        k_span = _span(a_op, k_chain, length)
+        self.buffer = (
+            *(length(a) for a in kept_w),
+            *(length(a) for a in out_loop),
+            spans[0],
+            spans[1],
+        )
+        # matrix views: [looped output axes..., looped sum axes..., rows, contracted] for a,
+        # [..., contracted, columns] for b (a loop axis an operand ignores has length 1)
+        self.views = []
+        for op, mat in ((a_op, [(m_chain, spans[0]), (k_chain, k_span)]), (b_op, None)):
+            if mat is None:
+                mat = [(k_chain, k_span), (n_chain, spans[1])]
+            shape, strides = [], []
+            for a in out_loop + k_loop:
+                s = op.stride.get(a, 0)
+                shape.append(length(a) if s else 1)
+                strides.append(s)
+            for chain, span in mat:
+                shape.append(span)
+                strides.append(_unit(op, chain))
+            self.views.append((tuple(shape), tuple(strides)))
+        # the terms: for each output window value its buffer index and the summed windows'
+        # offsets into both operands
+        self.terms = []
+        for kept in itertools.product(*(range(length(a)) for a in kept_w)):
+            offsets = []
+            for summ in itertools.product(*(range(length(a)) for a in sum_w)):
+                at = dict(zip(kept_w + sum_w, kept + summ, strict=True))
+                offsets.append(
+                    tuple(
+                        op.base + sum(op.stride.get(a, 0) * v for a, v in at.items())
+                        for op in (a_op, b_op)
+                    )
+                )
+            self.terms.append((kept, offsets))
+        # the result: a strided view of the buffer with the planner's ndim axes
+        step = [int(np.prod(self.buffer[i + 1 :], dtype=np.int64)) for i in range(len(self.buffer))]
+        where: dict[int, int] = {}
+        for i, a in enumerate(kept_w + out_loop):
+            where[a] = step[i]
+        for op, chain, s in ((a_op, m_chain, step[-2]), (b_op, n_chain, 1)):
+            for a in chain:
+                where[a] = op.stride[a] // _unit(op, chain) * s
+        item = dtype.itemsize
+        self.result_shape = tuple(length(a) if a in where else 1 for a in range(ndim))
+        self.result_strides = tuple(where.get(a, 0) * item for a in range(ndim))
+
+    def _flat(self, op: _Operand, arrays: Arrays) -> np.ndarray:
+        """The operand's array, padded or relaid out, as one flat contiguous array."""
+        array = np.ascontiguousarray(arrays[op.name], dtype=self.dtype)
+        if op.pads is not None:
+            array = np.pad(array, op.pads)
+        flat = array.reshape(-1)
+        if op.relayout is None:
+            return flat
+        # copied into zeros: the over-computed positions of the merged sum contribute nothing
+        base, shape, view, native, new = op.relayout
+        item = self.dtype.itemsize
+        buffer = np.zeros(shape, dtype=self.dtype)
+        target = as_strided(buffer, view, tuple(s * item for s in new))
+        target[...] = as_strided(flat[base:], view, tuple(s * item for s in native))
+        return buffer.reshape(-1)
+
+    def _matrices(self, flats, offsets) -> list[np.ndarray]:
+        out = []
+        for op, flat, offset, (shape, strides) in zip(
+            self.ops, flats, offsets, self.views, strict=True
+        ):
+            item = self.dtype.itemsize
+            m = as_strided(flat[offset:], shape, tuple(s * item for s in strides))
+            out.append(np.ascontiguousarray(m) if op.copy else m)
+        return out
+
+    def run(self, arrays: Arrays) -> np.ndarray:
+        flats = [self._flat(op, arrays) for op in self.ops]
+        buffer = np.empty(self.buffer, dtype=self.dtype)
+        tmp = None
+        n_out, n_k = self.n_out, self.n_k
+        for kept, offsets in self.terms:
+            dest = buffer[kept]
+            for n, term in enumerate(offsets):
+                a, b = self._matrices(flats, term)
+                if n_k:
+                    # looped sum axes are batch axes of the product, reduced after it
+                    part = np.matmul(a, b).sum(axis=tuple(range(n_out, n_out + n_k)))
+                    if n:
+                        dest += part
+                    else:
+                        dest[...] = part
+                elif n_out and dest.shape[0] > 1:
+                    # one product per value of the outermost loop axis: the product and its
+                    # accumulation stay in cache
+                    if tmp is None:
+                        tmp = np.empty(dest.shape[1:], dtype=self.dtype)
+                    for t in range(dest.shape[0]):
+                        at, bt = a[min(t, a.shape[0] - 1)], b[min(t, b.shape[0] - 1)]
+                        if n:
+                            np.matmul(at, bt, out=tmp)
+                            dest[t] += tmp
+                        else:
+                            np.matmul(at, bt, out=dest[t])
+                elif n:
+                    dest += np.matmul(a, b)
+                else:
+                    np.matmul(a, b, out=dest)
+        if self.scale != 1:
+            buffer *= self.scale
+        return as_strided(buffer, self.result_shape, self.result_strides, writeable=False)
