@@ -142,6 +142,8 @@ def test_layer_errors_name_the_shapes():
         nn.LayerNorm(4)(td.ones(2, 3))
     with pytest.raises(ShapeError, match=r"bias of shape \(3,\) does not fit .* expected \(4,\)"):
         F.linear(td.ones(2, 3), td.ones(4, 3), td.ones(3))
+    with pytest.raises(DTypeError, match="input has dtype float32 but bias has dtype float64"):
+        F.linear(td.ones(2, 3), td.ones(4, 3), td.tensor(np.ones(4)))
     with pytest.raises(DTypeError, match="input has dtype float64 but weight has dtype float32"):
         nn.Linear(3, 4)(td.tensor(np.ones((2, 3))))
     with pytest.raises(InputError, match="approximate='fast'"):

@@ -83,6 +83,17 @@ def test_cross_entropy_ignore_index_other_value_and_all_ignored():
             ignore_index=7,
         )
     )
+    for ignore_index in (1, 0):  # an ignored value that is also a class index
+        _assert_same(
+            _both(
+                F.cross_entropy,
+                TF.cross_entropy,
+                logits,
+                (td.tensor(np.array([0, 1, 2, 1])),),
+                (torch.from_numpy(np.array([0, 1, 2, 1])),),
+                ignore_index=ignore_index,
+            )
+        )
     for smoothing in (0.0, 0.1):  # the class-index fast path and the weighted form
         x = td.tensor(logits, requires_grad=True)
         all_ignored = F.cross_entropy(x, td.tensor(np.full(4, -100)), label_smoothing=smoothing)

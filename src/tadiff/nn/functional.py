@@ -64,28 +64,30 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         (2, 4)
     """
     x, weight = _tensor(x, "linear input"), _tensor(weight, "linear weight")
+    xd, wd = x.data, weight.data  # checks on the arrays: this runs once per layer and step
     if bias is not None:
         bias = _tensor(bias, "linear bias")
-    if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+    bd = None if bias is None else bias.data
+    if wd.ndim != 2 or xd.ndim == 0 or xd.shape[-1] != wd.shape[1]:
         raise ShapeError(
-            f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape}; "
-            f"expected input shape (..., {weight.shape[-1] if weight.ndim else '?'}) and a 2-d "
+            f"linear: input of shape {xd.shape} does not fit weight of shape {wd.shape}; "
+            f"expected input shape (..., {wd.shape[-1] if wd.ndim else '?'}) and a 2-d "
             "weight (out_features, in_features)"
         )
-    if bias is not None and bias.shape != (weight.shape[0],):
+    if bd is not None and bd.shape != (wd.shape[0],):
         raise ShapeError(
-            f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape}; "
-            f"expected ({weight.shape[0]},), one per output feature"
+            f"linear: bias of shape {bd.shape} does not fit weight of shape {wd.shape}; "
+            f"expected ({wd.shape[0]},), one per output feature"
         )
-    for name, other in (("weight", weight), ("bias", bias)):
-        if other is not None and other.dtype != x.dtype:
-            raise DTypeError(
-                f"linear: input has dtype {x.dtype} but {name} has dtype {other.dtype}; "
-                "convert one of them (e.g. model.to(np.float64) or x.to(np.float32))"
-            )
-    out = x.data @ weight.data.T
-    if bias is not None:
-        out += bias.data  # in place: ``out`` is new
+    if wd.dtype != xd.dtype or (bd is not None and bd.dtype != xd.dtype):
+        name, other = ("weight", wd) if wd.dtype != xd.dtype else ("bias", bd)
+        raise DTypeError(
+            f"linear: input has dtype {xd.dtype} but {name} has dtype {other.dtype}; "
+            "convert one of them (e.g. model.to(np.float64) or x.to(np.float32))"
+        )
+    out = xd @ wd.T
+    if bd is not None:
+        out += bd  # in place: ``out`` is new
     if needs_grad(x, weight) or (bias is not None and needs_grad(bias)):
         return record(AddmmBackward0, out, (x, weight, bias), (x, weight))
     return _make(out)
@@ -261,6 +263,9 @@ def _class_picks(
     target: np.ndarray, num_classes: int, ignore_index: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Checked class indices: ``(target with ignored elements set to class 0, valid mask)``."""
+    in_range = target.size and target.min() >= 0 and target.max() < num_classes
+    if in_range and not 0 <= ignore_index < num_classes:  # the common case: nothing ignored
+        return target, np.ones(target.shape, bool)
     valid = target != ignore_index
     bad = valid & ((target < 0) | (target >= num_classes))
     if bad.any():
