@@ -43,6 +43,7 @@ from numpy.lib.stride_tricks import as_strided
 from __future__ import annotations
 
 import itertools
+from math import gcd
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -61,37 +62,75 @@ _SMALL = 1 << 16
 
 
 class _Operand:
-    """One access as element strides over the planner's axes (in its zero-padded argument).
+    """One access as element strides over the planner's axes, in its prepared argument.
+
+    The argument is zero-padded where indices leave it, and split into phases along every
+    dimension whose non-window coefficients share a factor ``g > 1`` (a stride-2 access
+    ``x[2*h + i]`` reads ``phase[(i % 2), h + i // 2]``): in the phase array every non-window
+    axis has a plain stride, and a window value only picks the phase and an offset.
 
     Attributes:
         name: argument name.
         pads: ``np.pad`` widths, or None when nothing reads past the array.
-        base: element offset of index 0 on every axis.
-        stride: axis -> element stride (axes the access does not depend on are absent).
+        phases: per dimension its factor ``g`` (1: not split), or None when nothing is split.
+        stride: non-window axis -> element stride in the prepared array.
         relayout: set when the operand is copied per call into a zero-filled buffer:
-            (native strides, native base, buffer shape, buffer axes, chain axes, chain ratios).
+            (native base, buffer shape, view shape, native strides, buffer strides).
         copy: the operand's matrices are made contiguous per call (a small, non-BLAS view).
     """
 
-    def __init__(self, name: str, shape: tuple[int, ...], forms: list[Form], length):
-        self.name = name
-        pads = []
+    def __init__(self, name: str, shape, forms: list[Form], length, window: set[int]):
+        self.name, self.forms = name, forms
+        pads, phases = [], []
         for n, (coeffs, const) in zip(shape, forms, strict=True):
             low = const + sum(min(0, k * (length(a) - 1)) for a, k in coeffs.items())
             high = const + sum(max(0, k * (length(a) - 1)) for a, k in coeffs.items())
-            pads.append((max(0, -low), max(0, high - (n - 1))))
+            g = gcd(*(abs(k) for a, k in coeffs.items() if a not in window and length(a) > 1))
+            g = max(g, 1)
+            lo, hi = max(0, -low), max(0, high - (n - 1))
+            hi += -(n + lo + hi) % g  # whole phases
+            pads.append((lo, hi))
+            phases.append(g)
         padded = [n + lo + hi for n, (lo, hi) in zip(shape, pads, strict=True)]
         self.pads = pads if any(lo or hi for lo, hi in pads) else None
-        strides = [int(np.prod(padded[d + 1 :], dtype=np.int64)) for d in range(len(shape))]
-        self.base = sum((c + p[0]) * s for (_, c), p, s in zip(forms, pads, strides, strict=True))
+        self.phases = phases if any(g > 1 for g in phases) else None
+        self.pad_low = [lo for lo, _ in pads]
+        # prepared layout: the phase axes first, then every dimension divided by its phases
+        dims = [g for g in phases if g > 1] + [n // g for n, g in zip(padded, phases, strict=True)]
+        steps = [int(np.prod(dims[k + 1 :], dtype=np.int64)) for k in range(len(dims))]
+        n_ph = len(dims) - len(shape)
+        phase_step = iter(steps[:n_ph])
+        self.dim_steps = [
+            (next(phase_step) if g > 1 else 0, steps[n_ph + d]) for d, g in enumerate(phases)
+        ]
+        self.coeffs: dict[int, int] = {}  # any axis -> 1 if the access depends on it
         stride: dict[int, int] = {}
-        for (coeffs, _), s in zip(forms, strides, strict=True):
+        for (coeffs, _), g, (_, q) in zip(forms, phases, self.dim_steps, strict=True):
             for a, k in coeffs.items():
                 if length(a) > 1:
-                    stride[a] = stride.get(a, 0) + k * s
+                    self.coeffs[a] = 1
+                    if a not in window:
+                        stride[a] = stride.get(a, 0) + (k // g) * q
         self.stride = {a: s for a, s in stride.items() if s}
         self.relayout: tuple | None = None
         self.copy = False
+        self.base = self.offset({})
+
+    def offset(self, at: Mapping[int, int]) -> int:
+        """Element offset of index 0 on the non-window axes, window axes at ``at``."""
+        if self.relayout is not None:
+            return 0
+        total = 0
+        for (coeffs, const), lo, g, (ph, q) in zip(
+            self.forms, self.pad_low, self.phases or [1] * len(self.forms), self.dim_steps,
+            strict=True,
+        ):
+            u = const + lo + sum(k * at.get(a, 0) for a, k in coeffs.items() if a in at)
+            total += (u % g) * ph + (u // g) * q
+        return total
+
+    def depends(self, window: set[int]) -> bool:
+        return any(a in self.coeffs for a in window)
 
     def size(self, skip: set[int], length) -> int:
         """Elements of one view over the axes not in ``skip``."""
@@ -200,10 +239,6 @@ def plan_window_gemm(
         factor depends on), or None where this lowering does not apply (see the module
         docstring).
     """
-    ops = [
-        _Operand(f.name, tuple(shapes[f.name]), fm, length)
-        for f, fm in zip(factors, forms, strict=True)
-    ]
     # window axes: all but the longest variable of a dimension that couples several, and any
     # negatively strided axis (BLAS takes positive strides only)
     window: set[int] = set()
@@ -212,8 +247,15 @@ def plan_window_gemm(
             active = [a for a in coeffs if length(a) > 1]
             if len(active) > 1:
                 window.update(sorted(active, key=lambda a: (length(a), a))[:-1])
-    for op in ops:
-        window.update(a for a, s in op.stride.items() if s < 0)
+    while True:
+        ops = [
+            _Operand(f.name, tuple(shapes[f.name]), fm, length, window)
+            for f, fm in zip(factors, forms, strict=True)
+        ]
+        negative = {a for op in ops for a, s in op.stride.items() if s < 0}
+        if not negative:
+            break
+        window |= negative
     terms = int(np.prod([length(a) for a in window], dtype=np.int64))
     if not window or terms > _MAX_TERMS or any(length(a) > _MAX_WINDOW for a in window):
         return None
@@ -235,7 +277,7 @@ def plan_window_gemm(
                 return None  # a large operand would need a copy: im2col does it better
             op.copy = True
     for a in summed:
-        if length(a) > 1 and all(a not in op.stride for op in ops):
+        if length(a) > 1 and all(a not in op.coeffs for op in ops):
             scale *= length(a)  # a sum variable the product does not depend on counts terms
     k_loop = sorted(contracted - set(k_chain))
     out_loop = sorted(((in_a | in_b) - summed) - set(m_chain) - set(n_chain))
@@ -262,7 +304,7 @@ def _contracted_chain(a_op, b_op, m_chain, n_chain, contracted, window, length) 
     """
     if not contracted:
         return []
-    deps = [any(a in op.stride for a in window) for op in (a_op, b_op)]
+    deps = [op.depends(window) for op in (a_op, b_op)]
     sizes = [op.size(window, length) for op in (a_op, b_op)]
     lead_a = deps[0] and (not deps[1] or sizes[0] >= sizes[1])
     lead, follow = (a_op, b_op) if lead_a else (b_op, a_op)
@@ -323,12 +365,7 @@ class _Plan:
             offsets = []
             for summ in itertools.product(*(range(length(a)) for a in sum_w)):
                 at = dict(zip(kept_w + sum_w, kept + summ, strict=True))
-                offsets.append(
-                    tuple(
-                        op.base + sum(op.stride.get(a, 0) * v for a, v in at.items())
-                        for op in (a_op, b_op)
-                    )
-                )
+                offsets.append(tuple(op.offset(at) for op in (a_op, b_op)))
             self.terms.append((kept, offsets))
         # the result: a strided view of the buffer with the planner's ndim axes
         step = [int(np.prod(self.buffer[i + 1 :], dtype=np.int64)) for i in range(len(self.buffer))]
@@ -347,6 +384,16 @@ class _Plan:
         array = np.ascontiguousarray(arrays[op.name], dtype=self.dtype)
         if op.pads is not None:
             array = np.pad(array, op.pads)
+        if op.phases is not None:
+            # x[g*q + r] -> phase[r, q]: one copy, phase axes first
+            split = []
+            for n, g in zip(array.shape, op.phases, strict=True):
+                split += [n // g, g] if g > 1 else [n]
+            array = array.reshape(split)
+            at = list(itertools.accumulate(2 if g > 1 else 1 for g in op.phases))
+            firsts = [at[d] - 1 for d, g in enumerate(op.phases) if g > 1]
+            rest = [k for k in range(len(split)) if k not in firsts]
+            array = np.ascontiguousarray(array.transpose(firsts + rest))
         flat = array.reshape(-1)
         if op.relayout is None:
             return flat
