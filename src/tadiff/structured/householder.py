@@ -241,6 +241,24 @@ def _eye(xp: Any, n: int, like: Any) -> Any:
     return xp.eye(n, dtype=like.dtype, device=like.device)
 
 
+def _upper_mask(xp: Any, n: int, like: Any) -> Any:
+    """(n, n) boolean mask of the upper triangle, diagonal included."""
+    if xp is np:
+        return np.triu(np.ones((n, n), dtype=bool))
+    return xp.ones((n, n), dtype=xp.bool, device=like.device).triu_()
+
+
+def _unbind(xp: Any, a: Any) -> tuple[Any, ...]:
+    """Views ``a[0], a[1], …`` made in one call: indexing a torch tensor costs ~1 µs a view."""
+    return tuple(a) if xp is np else a.unbind(0)
+
+
+def _diagonal(M: Any) -> Any:
+    """Writable view (nb, n) of the diagonals of a contiguous batch of (n, n) matrices."""
+    n = int(M.shape[-1])
+    return M.reshape(int(M.shape[0]), n * n)[:, :: n + 1]
+
+
 def _triu_inverse(xp: Any, T: Any) -> Any:
     """Inverse of a batch of upper-triangular matrices with nonzero diagonal."""
     if xp is np:
@@ -283,19 +301,6 @@ def _sub_matmul(xp: Any, A: Any, B: Any, C: Any, out: Any) -> Any:
     return out
 
 
-def _sym_minus_outer(xp: Any, S: Any, V: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
-    """Batched ``S @ V − Σ L @ Rᵀ`` accumulated in one buffer (no temporaries of size kd)."""
-    if xp is np:
-        out = S @ V
-        for L, R in pairs:
-            out -= L @ R.mT
-        return out
-    out = xp.bmm(S, V)
-    for L, R in pairs:
-        out.baddbmm_(L, R.mT, alpha=-1)
-    return out
-
-
 def _fold(xp: Any, X: Any, d: int) -> Any:
     """(..., d, m) -> (d, N): batch dimensions become extra columns, so one GEMM serves them all."""
     return X if X.ndim == 2 else xp.moveaxis(X, -2, 0).reshape(d, -1)
@@ -319,6 +324,7 @@ class _Blocks(NamedTuple):
     V: Any  # (nb, b, d) reflectors, zero rows pad the last block
     Tinv: Any  # (nb, b, b) upper-triangular inverse of T_j
     k: int  # number of real reflectors
+    views: tuple  # per block j: (V_j, V_jᵀ, T_j⁻¹, T_j⁻ᵀ), bound once for both sweeps
 
 
 def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
@@ -334,18 +340,21 @@ def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
     pad = nb * b - k
     Vp = V if pad == 0 else xp.concatenate([V, _zeros(xp, (pad, d), V)])
     Vb = Vp.reshape(nb, b, d)
-    S = Vb @ Vb.mT
-    half = 0.5 * xp.einsum("nii->ni", S)  # (nb, b): ½‖v_i‖², a fresh array
-    bad = half.reshape(nb * b)[:k] <= 0
-    if bool(bad.any()):
-        row = int(xp.argmax(bad * 1))
+    T = xp.triu(Vb @ Vb.mT)  # the Gram matrices' upper triangles
+    half = _diagonal(T)  # ‖v_i‖², halved below
+    if pad:
+        half[-1, b - pad :] = 1  # any nonzero value: padded rows of V are zero
+    if bool((half <= 0).any()):
+        row = int(xp.argmax((half.reshape(nb * b) <= 0) * 1))
         raise InputError(
             f"householder: row {row} of V is zero; a Householder vector must be nonzero"
         )
-    if pad:
-        half[-1, b - pad :] = 1  # any nonzero value: padded rows of V are zero
-    T = xp.triu(S, 1) + _eye(xp, b, V) * half[..., None]
-    return _Blocks(Vb, _triu_inverse(xp, T), k)
+    half *= 0.5
+    Tinv = _triu_inverse(xp, T)
+    views = tuple(
+        zip(_unbind(xp, Vb), _unbind(xp, Vb.mT), _unbind(xp, Tinv), _unbind(xp, Tinv.mT))
+    )
+    return _Blocks(Vb, Tinv, k, views)
 
 
 class _Saved(NamedTuple):
@@ -355,22 +364,22 @@ class _Saved(NamedTuple):
 
 def _forward(xp: Any, blocks: _Blocks, X: Any, *, save: bool) -> tuple[Any, _Saved | None]:
     """Algorithm 1 on folded ``X`` (d, N): apply blocks last to first. Returns (U X, saved)."""
-    Vb, Tinv, _ = blocks
-    nb, b, d = (int(s) for s in Vb.shape)
+    views = blocks.views
+    nb, b, d = (int(s) for s in blocks.V.shape)
     n = int(X.shape[-1])
     out = _empty(xp, (d, n), X)
     if not save:
+        K = _empty(xp, (b, n), X)
         A = X
-        for j in reversed(range(nb)):
-            K = Tinv[j] @ (Vb[j] @ A)
-            A = _sub_matmul(xp, A, Vb[j].mT, K, out)
+        for V, VT, Ti, _ in reversed(views):
+            A = _sub_matmul(xp, A, VT, xp.matmul(Ti, V @ A, out=K), out)
         return out, None
-    As = _empty(xp, (nb, d, n), X)
-    Ks = _empty(xp, (nb, b, n), X)
-    As[nb - 1] = X
+    As, Ks = _empty(xp, (nb, d, n), X), _empty(xp, (nb, b, n), X)
+    A, K = _unbind(xp, As), _unbind(xp, Ks)
+    A[-1][...] = X
     for j in reversed(range(nb)):
-        xp.matmul(Tinv[j], Vb[j] @ As[j], out=Ks[j])
-        _sub_matmul(xp, As[j], Vb[j].mT, Ks[j], As[j - 1] if j > 0 else out)
+        V, VT, Ti, _ = views[j]
+        _sub_matmul(xp, A[j], VT, xp.matmul(Ti, V @ A[j], out=K[j]), A[j - 1] if j else out)
     return out, _Saved(As, Ks)
 
 
@@ -378,30 +387,37 @@ def _backward(
     xp: Any, blocks: _Blocks, saved: _Saved | None, G: Any, *, need_v: bool
 ) -> tuple[Any, Any]:
     """Algorithm 2 on folded arrays: returns (∂L/∂V (k, d) or None, ∂L/∂X (d, N))."""
-    Vb, Tinv, k = blocks
+    Vb, _, k, views = blocks
     nb, b, d = (int(s) for s in Vb.shape)
     n = int(G.shape[-1])
     gX = _empty(xp, (d, n), G)
     if not need_v:
-        for j in range(nb):
-            Q = Tinv[j].mT @ (Vb[j] @ G)
-            G = _sub_matmul(xp, G, Vb[j].mT, Q, gX)
+        Q = _empty(xp, (b, n), G)
+        for V, VT, _, TiT in views:
+            G = _sub_matmul(xp, G, VT, xp.matmul(TiT, V @ G, out=Q), gX)
         return None, gX
     assert saved is not None
-    Gs = _empty(xp, (nb, d, n), G)
-    Qs = _empty(xp, (nb, b, n), G)
-    Gs[0] = G
+    Gs, Qs = _empty(xp, (nb, d, n), G), _empty(xp, (nb, b, n), G)
+    Gj, Q = _unbind(xp, Gs), _unbind(xp, Qs)
+    Gj[0][...] = G
     # Step 1 (sequential): gradient at the output of every block, and wrt X.
     for j in range(nb):
-        xp.matmul(Tinv[j].mT, Vb[j] @ Gs[j], out=Qs[j])
-        _sub_matmul(xp, Gs[j], Vb[j].mT, Qs[j], Gs[j + 1] if j + 1 < nb else gX)
-    # Step 2 (all blocks at once): the per-block vector gradient.
+        V, VT, _, TiT = views[j]
+        out = Gj[j + 1] if j + 1 < nb else gX
+        _sub_matmul(xp, Gj[j], VT, xp.matmul(TiT, V @ Gj[j], out=Q[j]), out)
+    # Step 2 (all blocks at once): the per-block vector gradient
+    #   ∂L/∂V_j = F_j V_j − K_j G_jᵀ − Q_j A_jᵀ,   F_j = triu(E_j) + triu(E_j, 1)ᵀ,  E_j = Q_j K_jᵀ
+    # (F_j is ∂L/∂S_j made symmetric: the ½ on T's diagonal meets the 2 of dS = dV Vᵀ + V dVᵀ).
     As, Ks = saved
-    E = Qs @ Ks.mT  # (nb, b, b): ∂L/∂T_j
-    upper = xp.triu(E, 1)
-    sym = upper + upper.mT + xp.tril(xp.triu(E))  # ∂L/∂S_j made symmetric; diag weight ½·2 = 1
-    gVb = _sym_minus_outer(xp, sym, Vb, ((Ks, Gs), (Qs, As)))
-    return gVb.reshape(nb * b, d)[:k], gX
+    E = Qs @ Ks.mT
+    gV = xp.where(_upper_mask(xp, b, E), E, E.mT) @ Vb
+    if xp is np:
+        tmp = np.matmul(Ks, Gs.mT)
+        gV -= tmp
+        gV -= np.matmul(Qs, As.mT, out=tmp)
+    else:
+        gV.baddbmm_(Ks, Gs.mT, alpha=-1).baddbmm_(Qs, As.mT, alpha=-1)
+    return gV.reshape(nb * b, d)[:k], gX
 
 
 def _apply_differentiable(xp: Any, V: Any, X: Any, b: int, transpose: bool) -> Any:
@@ -412,7 +428,7 @@ def _apply_differentiable(xp: Any, V: Any, X: Any, b: int, transpose: bool) -> A
     Needs a namespace with a differentiable ``linalg.solve_triangular`` (torch).
     """
     d = int(V.shape[1])
-    Vb, Tinv, _ = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b)
+    Vb, Tinv, _, _ = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b)
     A = _fold(xp, X, d)
     for j in reversed(range(int(Vb.shape[0]))):
         A = A - Vb[j].mT @ (Tinv[j] @ (Vb[j] @ A))
