@@ -351,9 +351,8 @@ def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
         )
     half *= 0.5
     Tinv = _triu_inverse(xp, T)
-    views = tuple(
-        zip(_unbind(xp, Vb), _unbind(xp, Vb.mT), _unbind(xp, Tinv), _unbind(xp, Tinv.mT))
-    )
+    parts = (Vb, Vb.mT, Tinv, Tinv.mT)
+    views = tuple(zip(*(_unbind(xp, a) for a in parts), strict=True))
     return _Blocks(Vb, Tinv, k, views)
 
 
