@@ -46,6 +46,13 @@ def _check_reduction(reduction: str, where: str) -> None:
         raise InputError(f"{where}: reduction={reduction!r}; expected one of {_REDUCTIONS}")
 
 
+# From this many output features on, ``linear`` computes its product as ``(W @ x.T).T``.
+# Measured with OpenBLAS on x86 (float32, batch 128): 784->256 and 256->256 layers run 10-15%
+# faster that way; for a narrow output (256->10) the column-major result makes the backward's
+# products 2-4x slower, so narrow layers keep ``x @ W.T``.
+_WIDE_OUTPUT = 64
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias``.
 
@@ -85,9 +92,18 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: input has dtype {xd.dtype} but {name} has dtype {other.dtype}; "
             "convert one of them (e.g. model.to(np.float64) or x.to(np.float32))"
         )
-    out = xd @ wd.T
-    if bd is not None:
-        out += bd  # in place: ``out`` is new
+    if wd.shape[0] >= _WIDE_OUTPUT:
+        # (W @ x.T).T rather than x @ W.T: the same numbers, and OpenBLAS runs this orientation
+        # 10-15% faster for wide layers; the result is a transposed (column-major) view
+        rows = xd.reshape(math.prod(xd.shape[:-1]), xd.shape[-1])
+        out_t = wd @ rows.T
+        if bd is not None:
+            out_t += bd[:, None]  # in place: ``out_t`` is new
+        out = out_t.T.reshape(*xd.shape[:-1], wd.shape[0])
+    else:
+        out = xd @ wd.T
+        if bd is not None:
+            out += bd
     if needs_grad(x, weight) or (bias is not None and needs_grad(bias)):
         return record(AddmmBackward0, out, (x, weight, bias), (x, weight))
     return _make(out)

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tadiff.autograd.graph import MultiOutputNode, Node
 from tadiff.ops._dual import ARRAY, GRAPH, keepdim_shape
 
@@ -125,6 +127,10 @@ def _matmul_a(F: Any, g: Any, a: Any, b: Any) -> Any:
 
 
 def _linear_input(F: Any, g: Any, x: Any, w: Any) -> Any:
+    if type(x) is np.ndarray and x.ndim == 2 and not x.flags.c_contiguous:
+        # in the input's (column-major) layout, as ``F.linear`` makes its outputs: elementwise
+        # backward steps then combine arrays of one layout (mixed layouts run 2-3x slower)
+        return (w.T @ g.T).T
     return g @ w
 
 
