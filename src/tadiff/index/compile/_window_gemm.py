@@ -367,6 +367,16 @@ class _Plan:
                 at = dict(zip(kept_w + sum_w, kept + summ, strict=True))
                 offsets.append(tuple(op.offset(at) for op in (a_op, b_op)))
             self.terms.append((kept, offsets))
+        # stacked terms (im2col of the views alone): where the summed window values change a
+        # large operand and a small copied one, each block copies the large one's views into
+        # one buffer (memory-order copies) and makes one product with the concatenated small
+        # matrices, instead of one product and one addition per window value
+        self.big = None
+        small = [i for i, op in enumerate((a_op, b_op)) if op.copy]
+        if sum_w and not k_loop and len(out_loop) <= 1 and len(small) == 1:
+            if all(n == 1 for n in self.views[small[0]][0][:-2]):
+                self.big = 1 - small[0]
+        self.k_span = k_span
         # the result: a strided view of the buffer with the planner's ndim axes
         step = [int(np.prod(self.buffer[i + 1 :], dtype=np.int64)) for i in range(len(self.buffer))]
         where: dict[int, int] = {}
@@ -415,8 +425,37 @@ class _Plan:
             out.append(np.ascontiguousarray(m) if op.copy else m)
         return out
 
+    def _run_stacked(self, flats, buffer) -> None:
+        big = self.big
+        for kept, offsets in self.terms:
+            dest = buffer[kept]
+            mats = [self._matrices(flats, term) for term in offsets]
+            n_terms = len(mats)
+            if big == 1:
+                small = np.concatenate([m[0].reshape(m[0].shape[-2:]) for m in mats], axis=1)
+            else:
+                small = np.concatenate([m[1].reshape(m[1].shape[-2:]) for m in mats], axis=0)
+            width = dest.shape[-1] if big == 1 else dest.shape[-2]
+            cols = np.empty((n_terms, self.k_span, width), dtype=self.dtype)
+            flat = cols.reshape(n_terms * self.k_span, width)
+            for t in range(dest.shape[0]) if self.n_out else [None]:
+                for s, m in enumerate(mats):
+                    view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
+                    cols[s] = view if big == 1 else view.T
+                out = dest if t is None else dest[t]
+                if big == 1:
+                    np.matmul(small, flat, out=out)
+                else:
+                    np.matmul(flat.T, small, out=out)
+
     def run(self, arrays: Arrays) -> np.ndarray:
         flats = [self._flat(op, arrays) for op in self.ops]
+        if self.big is not None:
+            buffer = np.empty(self.buffer, dtype=self.dtype)
+            self._run_stacked(flats, buffer)
+            if self.scale != 1:
+                buffer *= self.scale
+            return as_strided(buffer, self.result_shape, self.result_strides, writeable=False)
         buffer = np.empty(self.buffer, dtype=self.dtype)
         tmp = None
         n_out, n_k = self.n_out, self.n_k
