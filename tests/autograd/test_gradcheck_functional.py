@@ -51,6 +51,20 @@ def test_gradcheck_reports_the_worst_element():
     assert gradcheck(WrongSquare.apply, (x,), raise_exception=False) is False
 
 
+@pytest.mark.parametrize("layout", ["column-major", "sliced"])
+def test_gradcheck_perturbs_non_contiguous_inputs(layout):
+    # a flattened copy of such an input would never reach the function: numerical zeros
+    base = np.random.default_rng(1).standard_normal((4, 6))
+    data = np.asfortranarray(base) if layout == "column-major" else base[:, ::2]
+    x = td.tensor(data, requires_grad=True)
+    w = td.tensor(np.random.default_rng(2).standard_normal((3, 5)))
+    fn = lambda t: (t @ w if t.shape[1] == 3 else t[:, :3] @ w).sin()  # noqa: E731
+    assert gradcheck(fn, (x,))
+    assert gradgradcheck(fn, (x,))
+    with pytest.raises(GradcheckError, match=r"input 0"):
+        gradcheck(WrongSquare.apply, (td.tensor(data, requires_grad=True),))
+
+
 def test_fast_mode_catches_the_same_bug():
     x = _x(3)
     with pytest.raises(GradcheckError, match="Projection"):

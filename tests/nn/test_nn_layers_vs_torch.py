@@ -48,6 +48,36 @@ def test_linear(bias, shape):
     _compare(ours, theirs, RNG.standard_normal(shape))
 
 
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(5, 6), (2, 4, 6), (6,), (0, 6)])
+def test_wide_layers_chain_column_major_results(bias, shape):
+    # wide layers (>= 64 outputs) return column-major results that feed the next layer and
+    # ReLU's backward; values and every gradient must still be torch's
+    t = torch.nn
+    ours = nn.Sequential(
+        nn.Linear(6, 70, bias=bias), nn.ReLU(), nn.Linear(70, 80, bias=bias), nn.ReLU(),
+        nn.Linear(80, 3, bias=bias),
+    ).double()  # fmt: skip
+    theirs = _copy_to_torch(
+        ours,
+        t.Sequential(
+            t.Linear(6, 70, bias=bias), t.ReLU(), t.Linear(70, 80, bias=bias), t.ReLU(),
+            t.Linear(80, 3, bias=bias),
+        ),
+    )  # fmt: skip
+    _compare(ours, theirs, RNG.standard_normal(shape))
+    h = ours[0](td.tensor(RNG.standard_normal((5, 6))))
+    assert h.data.flags.f_contiguous and not h.data.flags.c_contiguous  # the path under test
+
+
+def test_wide_linear_is_twice_differentiable_from_a_column_major_input():
+    x = td.tensor(np.asfortranarray(RNG.standard_normal((5, 4))), requires_grad=True)
+    w = td.tensor(RNG.standard_normal((64, 4)), requires_grad=True)
+    w2 = td.tensor(RNG.standard_normal((3, 64)), requires_grad=True)
+    assert td.autograd.gradcheck(lambda x, w, w2: F.linear(F.linear(x, w).tanh(), w2), (x, w, w2))
+    assert td.autograd.gradgradcheck(lambda x, w: F.linear(x, w), (x, w))
+
+
 def test_mlp_sequential():
     ours = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
     ours.double()

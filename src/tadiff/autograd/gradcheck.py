@@ -70,19 +70,21 @@ def _numerical_jacobians(
 ) -> list[np.ndarray]:
     """Central-difference Jacobians of every output with respect to input ``i``."""
     x = inputs[i].data
-    flat = x.reshape(-1)  # a view: the input is perturbed in place and restored
     cols: list[list[np.ndarray]] = [[] for _ in sizes]
-    for k in range(flat.size):
-        orig = flat[k].copy()
-        flat[k] = orig + eps
+    # the input is perturbed in place and restored, one element at a time in row-major order
+    # (the order of the analytical rows); indexing x itself, since a flattened view of a
+    # column-major or sliced array would be a copy that the function never sees
+    for index in np.ndindex(x.shape):
+        orig = x[index].copy()
+        x[index] = orig + eps
         plus = _eval(fn, inputs)
-        flat[k] = orig - eps
+        x[index] = orig - eps
         minus = _eval(fn, inputs)
-        flat[k] = orig
+        x[index] = orig
         for j, (p, m) in enumerate(zip(plus, minus, strict=False)):
             cols[j].append(((p - m) / (2 * eps)).reshape(-1))
     return [
-        np.stack(c, axis=1) if c else np.zeros((n, flat.size))
+        np.stack(c, axis=1) if c else np.zeros((n, x.size))
         for c, n in zip(cols, sizes, strict=False)
     ]
 
