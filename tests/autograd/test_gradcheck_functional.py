@@ -51,14 +51,13 @@ def test_gradcheck_reports_the_worst_element():
     assert gradcheck(WrongSquare.apply, (x,), raise_exception=False) is False
 
 
-@pytest.mark.parametrize("layout", ["column-major", "sliced"])
-def test_gradcheck_perturbs_non_contiguous_inputs(layout):
+def test_gradcheck_perturbs_column_major_inputs():
     # a flattened copy of such an input would never reach the function: numerical zeros
-    base = np.random.default_rng(1).standard_normal((4, 6))
-    data = np.asfortranarray(base) if layout == "column-major" else base[:, ::2]
+    data = np.random.default_rng(1).standard_normal((6, 4)).T  # td.tensor keeps the layout
     x = td.tensor(data, requires_grad=True)
-    w = td.tensor(np.random.default_rng(2).standard_normal((3, 5)))
-    fn = lambda t: (t @ w if t.shape[1] == 3 else t[:, :3] @ w).sin()  # noqa: E731
+    assert x.data.flags.f_contiguous and not x.data.flags.c_contiguous
+    w = td.tensor(np.random.default_rng(2).standard_normal((6, 5)))
+    fn = lambda t: (t @ w).sin()  # noqa: E731
     assert gradcheck(fn, (x,))
     assert gradgradcheck(fn, (x,))
     with pytest.raises(GradcheckError, match=r"input 0"):
