@@ -260,7 +260,10 @@ def _diagonal(M: Any) -> Any:
 
 
 def _triu_inverse(xp: Any, T: Any) -> Any:
-    """Inverse of a batch of upper-triangular matrices with nonzero diagonal."""
+    """Inverse of a batch of upper-triangular matrices with nonzero diagonal.
+
+    Only the upper triangle of ``T`` is read; the result has exact zeros below the diagonal.
+    """
     if xp is np:
         return _triu_inverse_numpy(T)
     return xp.linalg.solve_triangular(T, _eye(xp, int(T.shape[-1]), T), upper=True)
@@ -274,8 +277,13 @@ def _triu_inverse_numpy(T: np.ndarray) -> np.ndarray:
     GEMMs. NumPy has no batched triangular solve, and its LU-based ``inv`` is several times slower.
     """
     nb, n = T.shape[0], T.shape[-1]
-    if n == 1:
-        return 1.0 / T
+    if n <= 2:  # [[a, b], [0, c]]⁻¹ = [[1/a, −b/(ac)], [0, 1/c]]
+        out = np.zeros_like(T)
+        inv = _diagonal(out)
+        np.divide(1.0, T.reshape(nb, n * n)[:, :: n + 1], out=inv)
+        if n == 2:
+            out[:, 0, 1] = -T[:, 0, 1] * inv[:, 0] * inv[:, 1]
+        return out
     h = n // 2
     A, B, D = T[:, :h, :h], T[:, :h, h:], T[:, h:, h:]
     if n % 2 == 0:
@@ -340,7 +348,9 @@ def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
     pad = nb * b - k
     Vp = V if pad == 0 else xp.concatenate([V, _zeros(xp, (pad, d), V)])
     Vb = Vp.reshape(nb, b, d)
-    T = xp.triu(Vb @ Vb.mT)  # the Gram matrices' upper triangles
+    # T_j: the Gram matrix with its diagonal halved. Its strict lower triangle is left as is: the
+    # triangular inverse reads only the upper one (and returns zeros below the diagonal).
+    T = Vb @ Vb.mT
     half = _diagonal(T)  # ‖v_i‖², halved below
     if pad:
         half[-1, b - pad :] = 1  # any nonzero value: padded rows of V are zero
