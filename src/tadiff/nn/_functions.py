@@ -1,9 +1,9 @@
-"""The autograd Functions behind ``F.cross_entropy`` and the exact ``F.gelu``.
+"""The single-node ops behind ``F.cross_entropy`` and the exact ``F.gelu``.
 
-``cross_entropy`` is a single graph node for speed (one node instead of six). Its backward runs
-on raw arrays in a plain backward pass and with tadiff ops when the pass is recorded
-(``create_graph``, detected as grad mode being on inside ``backward``), so it stays
-differentiable to any order. (``F.linear`` is a primitive op of the engine, ``AddmmBackward0``.)
+``cross_entropy`` is one recorded op for speed (``CrossEntropyBackward0``, one node instead of
+six). Its backward runs on raw arrays in a plain backward pass and with tadiff ops when the pass
+is recorded (``create_graph``), so it stays differentiable to any order. (``F.linear`` is a
+primitive op of the engine, ``AddmmBackward0``.) The exact GELU is an autograd Function.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import numpy as np
 
 import tadiff as td
 from tadiff.autograd.function import Function, once_differentiable
-from tadiff.autograd.grad_mode import is_grad_enabled
-from tadiff.autograd.tensor import Tensor
+from tadiff.autograd.graph import record
+from tadiff.autograd.tensor import Tensor, _make
+from tadiff.ops._common import needs_grad
+from tadiff.ops.derivatives import OpNode
 
 
 class ClassPicks:
@@ -59,10 +61,12 @@ class ClassPicks:
         return np.moveaxis(q, -1, axis)
 
 
-class CrossEntropy(Function):
-    """``-sum_c q_c log_softmax(x)_c`` over the class ``axis``, then reduced.
+def cross_entropy_op(
+    x: Tensor, q: np.ndarray | ClassPicks, axis: int, reduction: str, denominator: float
+) -> Tensor:
+    """``-sum_c q_c log_softmax(x)_c`` over the class ``axis``, then reduced: one graph node.
 
-    Args (of ``apply``):
+    Args:
         x: logits.
         q: the target weights, an array shaped like ``x`` (see ``F.cross_entropy``), or the
             target classes as :class:`ClassPicks` (one-hot ``q`` without forming it).
@@ -70,74 +74,66 @@ class CrossEntropy(Function):
         reduction: ``"mean"`` (divide the sum by ``denominator``), ``"sum"`` or ``"none"``.
         denominator: the ``"mean"`` divisor.
 
-    The gradient is ``(softmax(x) * sum_c q_c - q) * g``, scaled for the reduction.
+    Returns:
+        The loss (a scalar, or one per element for ``"none"``), recorded as
+        ``CrossEntropyBackward0`` when ``x`` requires grad.
     """
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        x: Tensor,
-        q: np.ndarray | ClassPicks,
-        axis: int,
-        reduction: str,
-        denominator: float,
-    ) -> np.ndarray:
-        data = x.data
-        shifted = data - data.max(axis=axis, keepdims=True)
-        exp = np.exp(shifted)
-        total = exp.sum(axis=axis, keepdims=True)
-        if isinstance(q, ClassPicks):
-            losses = np.log(np.squeeze(total, axis)) - q.take(shifted, axis)
-            if not q.all_valid:
-                losses *= q.valid
-        else:
-            losses = -(q * (shifted - np.log(total))).sum(axis=axis)
-        exp /= total  # the softmax, kept for the backward
-        ctx.save_for_backward(x)
-        ctx.probs, ctx.q, ctx.axis = exp, q, axis
-        ctx.reduction, ctx.denominator = reduction, denominator
-        if reduction == "none":
-            return losses
-        total = losses.sum()
+    data = x.data
+    shifted = data - data.max(axis=axis, keepdims=True)
+    exp = np.exp(shifted)
+    total = exp.sum(axis=axis, keepdims=True)
+    if isinstance(q, ClassPicks):
+        losses = np.log(np.squeeze(total, axis)) - q.take(shifted, axis)
+        if not q.all_valid:
+            losses *= q.valid
+    else:
+        losses = -(q * (shifted - np.log(total))).sum(axis=axis)
+    if reduction != "none":
+        losses = losses.sum()
         if reduction == "mean":
             with np.errstate(invalid="ignore", divide="ignore"):  # all ignored: nan, as torch
-                total = total / denominator
-        return np.asarray(total, dtype=data.dtype)
+                losses = losses / denominator
+        losses = np.asarray(losses, dtype=data.dtype)
+    if not needs_grad(x):
+        return _make(losses)
+    exp /= total  # the softmax, kept for the backward
+    return record(CrossEntropyBackward0, losses, (x,), (x,), (exp, q, axis, reduction, denominator))
 
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Any, None, None, None, None]:
-        q, axis, probs = ctx.q, ctx.axis, ctx.probs
-        shape = [1] * probs.ndim
-        if ctx.reduction == "none":  # one gradient per element: broadcast along the classes
-            shape = list(probs.shape)
-            shape[axis] = 1
-        scale = 1.0
-        if ctx.reduction == "mean":
-            # Every target ignored: q is all zero, the loss nan and the gradient 0 (as torch).
-            scale = 1.0 / ctx.denominator if ctx.denominator else 0.0
-        picks = q if isinstance(q, ClassPicks) else None
-        if is_grad_enabled():  # create_graph: differentiable in x and in grad
-            if picks is not None:
-                q = picks.weights(axis, probs.dtype)
-            (x,) = ctx.saved_tensors
-            q_total = q.sum(axis=axis, keepdims=True)
-            g = grad.reshape(*shape) * scale
-            return (
-                (td.softmax(x, dim=axis) * Tensor(q_total) - Tensor(q)) * g,
-                None,
-                None,
-                None,
-                None,
-            )
-        g = grad.data.reshape(shape) * scale
-        if picks is None:
-            return (probs * q.sum(axis=axis, keepdims=True) - q) * g, None, None, None, None
-        # (softmax - one-hot target) * g, zero where ignored: one new array, then the targets
-        if not picks.all_valid:
-            g = np.expand_dims(picks.valid, axis) * g
-        out = probs * g
-        picks.subtract(out, np.squeeze(g, axis), axis)
-        return out, None, None, None, None
+
+def _cross_entropy_vjp(
+    F: Any, g: Any, x: Any, probs: np.ndarray, q: Any, axis: int, reduction: str, denom: float
+) -> Any:
+    """The logits' gradient ``(softmax(x) * sum_c q_c - q) * g``, scaled for the reduction."""
+    shape = [1] * probs.ndim
+    if reduction == "none":  # one gradient per element: broadcast along the classes
+        shape = list(probs.shape)
+        shape[axis] = 1
+    scale = 1.0
+    if reduction == "mean":
+        # Every target ignored: q is all zero, the loss nan and the gradient 0 (as torch).
+        scale = 1.0 / denom if denom else 0.0
+    picks = q if isinstance(q, ClassPicks) else None
+    if type(g) is Tensor:  # create_graph: recorded with tadiff ops, differentiable in x and g
+        if picks is not None:
+            q = picks.weights(axis, probs.dtype)
+        q_total = Tensor(q.sum(axis=axis, keepdims=True))
+        return (td.softmax(x, dim=axis) * q_total - Tensor(q)) * (g.reshape(*shape) * scale)
+    g = g.reshape(shape) * scale
+    if picks is None:
+        return (probs * q.sum(axis=axis, keepdims=True) - q) * g
+    # (softmax - one-hot target) * g, zero where ignored: one new array, then the targets
+    if not picks.all_valid:
+        g = np.expand_dims(picks.valid, axis) * g
+    out = probs * g
+    picks.subtract(out, np.squeeze(g, axis), axis)
+    return out
+
+
+class CrossEntropyBackward0(OpNode):
+    """The node of :func:`cross_entropy_op` (saved: the logits; args: softmax, targets, ...)."""
+
+    __slots__ = ()
+    vjps = (_cross_entropy_vjp,)
 
 
 _erf = np.frompyfunc(math.erf, 1, 1)

@@ -1,11 +1,10 @@
 """Stateless layer functions and losses, with ``torch.nn.functional``'s names and semantics.
 
 Most functions are compositions of differentiable tadiff ops, so their gradients (and gradients
-of gradients) come from the engine. For speed, ``linear`` is one recorded op (``AddmmBackward0``,
-whose formulas are in the engine's VJP table) and ``cross_entropy`` one autograd Function
-(``tadiff.nn._functions``), both differentiable again; ``gelu`` with the exact ``erf`` form is a
-Function too. Losses take raw scores (logits) and are
-computed stably through a shifted log-sum-exp.
+of gradients) come from the engine. For speed, ``linear`` and ``cross_entropy`` are one recorded
+op each (``AddmmBackward0``, ``CrossEntropyBackward0``), both differentiable again; ``gelu`` with
+the exact ``erf`` form is an autograd Function (first order). Losses take raw scores (logits)
+and are computed stably through a shifted log-sum-exp.
 
 Example:
     >>> import tadiff as td
@@ -26,7 +25,7 @@ import tadiff as td
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
-from tadiff.nn._functions import ClassPicks, CrossEntropy, GeluErf
+from tadiff.nn._functions import ClassPicks, GeluErf, cross_entropy_op
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import AddmmBackward0
 
@@ -374,7 +373,7 @@ def cross_entropy(
             # the common case: one class per element, picked directly (no one-hot weights)
             safe, valid = _class_picks(t, num_classes, ignore_index)
             picks = ClassPicks(safe, valid, num_classes)
-            return CrossEntropy.apply(input, picks, class_axis, reduction, picks.count)
+            return cross_entropy_op(input, picks, class_axis, reduction, picks.count)
         q, denominator = _target_weights(
             t, num_classes, class_axis, w, ignore_index, label_smoothing, input.dtype
         )
@@ -396,7 +395,7 @@ def cross_entropy(
             f"cross_entropy: target dtype {t.dtype}; expected integer class indices or "
             "floating class probabilities"
         )
-    return CrossEntropy.apply(input, q, class_axis, reduction, denominator)
+    return cross_entropy_op(input, q, class_axis, reduction, denominator)
 
 
 def _reduce_weighted(losses: Tensor, reduction: str, denominator: float) -> Tensor:
