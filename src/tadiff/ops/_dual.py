@@ -178,10 +178,18 @@ def _masked(keep: Any, g: Any) -> Any:
     (ReLU's backward); masking the bit pattern with all-ones/all-zeros words is branch-free.
     """
     g = np.asarray(g)
-    if g.dtype.kind != "f" or g.shape != np.shape(keep):
+    bits = _SAME_WIDTH_INT.get(g.dtype)
+    if bits is None or g.ndim == 0 or g.shape != np.shape(keep):
         return np.where(keep, g, 0)
-    bits = np.dtype(f"i{g.dtype.itemsize}")
-    return (g.view(bits) & -np.asarray(keep).astype(bits)).view(g.dtype)
+    # bool -> 0 / -1 (all bits set) of the float's width in one pass, then one AND
+    ones = np.negative(np.asarray(keep).view(np.int8), dtype=bits)
+    return np.bitwise_and(g.view(bits), ones, out=ones).view(g.dtype)
+
+
+_SAME_WIDTH_INT = {
+    np.dtype(f): np.dtype(i)
+    for f, i in (("float16", "int16"), ("float32", "int32"), ("float64", "int64"))
+}
 
 
 ARRAY = SimpleNamespace(
