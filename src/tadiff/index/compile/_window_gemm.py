@@ -43,8 +43,8 @@ from numpy.lib.stride_tricks import as_strided
 from __future__ import annotations
 
 import itertools
-from math import gcd
 from collections.abc import Callable, Mapping
+from math import gcd
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -58,7 +58,8 @@ _MAX_WINDOW = 16
 """A window variable has at most this many values."""
 _SMALL = 1 << 16
 """Elements of a view that may be copied per call to make it BLAS-compatible (weights)."""
-
+_SCRATCH = 1 << 23
+"""Elements of a temporary product over looped sum axes, or of a stacked block, at most."""
 
 
 class _Operand:
@@ -122,7 +123,10 @@ class _Operand:
             return 0
         total = 0
         for (coeffs, const), lo, g, (ph, q) in zip(
-            self.forms, self.pad_low, self.phases or [1] * len(self.forms), self.dim_steps,
+            self.forms,
+            self.pad_low,
+            self.phases or [1] * len(self.forms),
+            self.dim_steps,
             strict=True,
         ):
             u = const + lo + sum(k * at.get(a, 0) for a, k in coeffs.items() if a in at)
@@ -281,6 +285,11 @@ def plan_window_gemm(
             scale *= length(a)  # a sum variable the product does not depend on counts terms
     k_loop = sorted(contracted - set(k_chain))
     out_loop = sorted(((in_a | in_b) - summed) - set(m_chain) - set(n_chain))
+    product = _span(a_op, m_chain, length) * _span(b_op, n_chain, length)
+    for a in k_loop + out_loop:
+        product *= length(a)
+    if k_loop and product > _SCRATCH:
+        return None  # the looped sum would keep too large a product before reducing it
     return _Plan(
         a_op,
         b_op,
@@ -317,10 +326,22 @@ def _contracted_chain(a_op, b_op, m_chain, n_chain, contracted, window, length) 
         _relayout(follow, chain, ratios, _span(lead, chain, length), length)
         follow_own[:] = _chain(follow, follow_own, length)
         return chain
-    while chain and not (_ratios(follow, chain) == _ratios(lead, chain) and _exact(lead, chain, length)):
+    while chain and not (
+        _ratios(follow, chain) == _ratios(lead, chain) and _exact(lead, chain, length)
+    ):
         chain.pop()
     _fit(follow, follow_own, chain, length)
     return chain
+
+
+def _matrix_strides(span_r: int, unit_r: int, span_c: int, unit_c: int) -> list[int]:
+    """Strides of a (rows, columns) view; a length-1 axis gets the stride NumPy's BLAS test
+    accepts (any stride is right for it, but NumPy would fall back to its slow loop)."""
+    if span_c == 1:
+        unit_c = 1 if unit_r != 1 or span_r == 1 else span_r
+    if span_r == 1:
+        unit_r = 1 if unit_c != 1 else span_c
+    return [unit_r, unit_c]
 
 
 class _Plan:
@@ -354,9 +375,9 @@ class _Plan:
                 s = op.stride.get(a, 0)
                 shape.append(length(a) if s else 1)
                 strides.append(s)
-            for chain, span in mat:
-                shape.append(span)
-                strides.append(_unit(op, chain))
+            (rows, span_r), (cols, span_c) = mat
+            shape += [span_r, span_c]
+            strides += _matrix_strides(span_r, _unit(op, rows), span_c, _unit(op, cols))
             self.views.append((tuple(shape), tuple(strides)))
         # the terms: for each output window value its buffer index and the summed windows'
         # offsets into both operands
@@ -374,7 +395,8 @@ class _Plan:
         self.big = None
         small = [i for i, op in enumerate((a_op, b_op)) if op.copy]
         if sum_w and not k_loop and len(out_loop) <= 1 and len(small) == 1:
-            if all(n == 1 for n in self.views[small[0]][0][:-2]):
+            block = len(self.terms[0][1]) * k_span * (spans[1] if small[0] == 0 else spans[0])
+            if block <= _SCRATCH and all(n == 1 for n in self.views[small[0]][0][:-2]):
                 self.big = 1 - small[0]
         self.k_span = k_span
         # the result: a strided view of the buffer with the planner's ndim axes

@@ -505,7 +505,6 @@ class _Planner:
 
         return reduce
 
-
     def _window_gemm(self, factors, widths, scale) -> Callable[[Arrays], np.ndarray] | None:
         """The window-unrolled BLAS plan of a two-factor sum (see ``_window_gemm``), if any."""
         forms = [[self._compose(e) for e in f.indices] for f in factors]
@@ -522,7 +521,8 @@ class _Planner:
             scale,
         )
         if plan is not None:
-            self.notes.append("window-unrolled BLAS products for " + " * ".join(f.name for f in factors))
+            names = " * ".join(f.name for f in factors)
+            self.notes.append(f"window-unrolled BLAS products for {names}")
         return plan
 
 

@@ -1,0 +1,185 @@
+"""The window-unrolled BLAS lowering (``compile/_window_gemm.py``) against independent oracles.
+
+Convolutions (1-D and 2-D, stride and dilation 1 and 2, odd sizes, clamped "same" bounds and
+``where`` conditions) are compared, forward and both gradients, in float64 and float32, with
+the reference interpreter and with ``torch.nn.functional`` convolutions (autograd through the
+engine). The kernel's description says which lowering it used: the cases that must take the
+new one assert it, so a silent fallback to im2col fails here. Hypothesis draws random
+geometries (sizes, kernel, stride, dilation, trailing input elements no output reads).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tadiff as td
+from tadiff.index import define
+from tadiff.index.compile import kernel
+
+_WINDOW = "window-unrolled BLAS"
+_TOL = {np.float64: 1e-12, np.float32: 2e-5}
+
+
+def _conv1d(s: int, d: int) -> str:
+    return f"y[b,o,t] = sum[c,k](x[b,c,{s}*t+{d}*k] * w[o,c,k])"
+
+
+def _conv2d(s: int, d: int) -> str:
+    return f"y[b,o,h,v] = sum[c,i,j](x[b,c,{s}*h+{d}*i,{s}*v+{d}*j] * w[o,c,i,j])"
+
+
+def _functions(f, arrays, rng):
+    """The forward and both gradients with their arguments (``dy`` drawn at random)."""
+    dy = rng.normal(size=f.output_shape(**{n: a.shape for n, a in arrays.items()}))
+    out = [(f, arrays)]
+    for name in f.args:
+        g = f.grad(name)
+        out.append((g, {n: {**arrays, f.grad_name: dy}[n] for n in g.args}))
+    return out
+
+
+def _check(fn, arrays, dtype) -> str:
+    """The NumPy kernel agrees with the interpreter; returns the kernel's description."""
+    typed = {n: a.astype(dtype) for n, a in arrays.items()}
+    k = kernel(fn, {n: a.shape for n, a in typed.items()}, dtype, "numpy")
+    got = k(typed)
+    # the oracle on the rounded inputs: what is compared is the kernel's arithmetic
+    reference = fn(**{n: a.astype(np.float64) for n, a in typed.items()})
+    assert got.dtype == dtype and got.shape == reference.shape
+    tol = _TOL[dtype]
+    scale = max(1.0, float(np.abs(reference).max(initial=0.0)))
+    np.testing.assert_allclose(got, reference, rtol=tol, atol=tol * scale, err_msg=str(fn))
+    return k.source
+
+
+CONVS = [
+    # (source, x shape, w shape): odd sizes, non-square kernels
+    *[(_conv1d(s, d), (2, 3, 19), (4, 3, 3)) for s in (1, 2) for d in (1, 2)],
+    *[(_conv2d(s, d), (2, 3, 11, 9), (4, 3, 3, 2)) for s in (1, 2) for d in (1, 2)],
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize(("source", "xs", "ws"), CONVS, ids=[c[0] for c in CONVS])
+def test_convolutions_take_the_window_lowering_and_match_the_interpreter(source, xs, ws, dtype):
+    rng = np.random.default_rng(0)
+    f = define(source)
+    arrays = {"x": rng.normal(size=xs), "w": rng.normal(size=ws)}
+    for fn, args in _functions(f, arrays, rng):
+        assert _WINDOW in _check(fn, args, dtype), f"{fn} fell back to the general path"
+
+
+SAME = "y[b,o,h:9,v:8] = sum[c, i=max(0,1-h):min(3,10-h), j=max(0,1-v):min(3,9-v)]"
+CONDITIONED = [
+    # zero padding written as clamped sum bounds: the mask is implied by the padding
+    (SAME + "(x[b,c,h+i-1,v+j-1] * w[o,c,i,j])", True),
+    # zero padding written as a where: the forward stays general, its gradients are windows
+    (
+        "y[b,o,h:9,v:8] = sum[c,i,j](where(h+i >= 1 and h+i <= 9 and v+j >= 1 and v+j <= 8, "
+        "x[b,c,h+i-1,v+j-1], 0) * w[o,c,i,j])",
+        False,
+    ),
+    # a condition around the sum: the sum inside is still a window product
+    ("y[b,o,h,v] = where(h % 2 == 0, sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j]), 0)", True),
+    # a condition inside the sum: not a product of two accesses, the general path
+    ("y[b,o,h,v] = sum[c,i,j](where(c != o, x[b,c,h+i,v+j] * w[o,c,i,j], 0))", False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize(("source", "window"), CONDITIONED, ids=[c[0] for c in CONDITIONED])
+def test_bounds_and_conditions_match_the_interpreter(source, window, dtype):
+    rng = np.random.default_rng(1)
+    f = define(source)
+    arrays = {"x": rng.normal(size=(2, 3, 9, 8)), "w": rng.normal(size=(3, 3, 3, 3))}
+    sources = [_check(fn, args, dtype) for fn, args in _functions(f, arrays, rng)]
+    assert (_WINDOW in sources[0]) == window
+
+
+def test_dilated_input_gradient_is_one_window_product_not_split_by_residue():
+    # dx of a dilation-2 convolution divides p by 2 in its sum bounds only; split by residue
+    # its reads of dy would be stride-2 (no BLAS), kept whole they are views with zero padding
+    f = define(_conv2d(1, 2))
+    grad = f.grad("x")
+    assert "/2" in str(grad)
+    rng = np.random.default_rng(2)
+    arrays = {"x": rng.normal(size=(2, 3, 12, 10)), "w": rng.normal(size=(4, 3, 3, 3))}
+    (_, _), (fn, args), _ = _functions(f, arrays, rng)
+    assert fn is grad and _WINDOW in _check(fn, args, np.float64)
+
+
+def test_non_contiguous_arguments_are_read_by_value():
+    f = define(_conv2d(2, 1))
+    rng = np.random.default_rng(3)
+    x = np.asfortranarray(rng.normal(size=(2, 3, 11, 9)))
+    w = rng.normal(size=(3, 4, 3, 3)).transpose(1, 0, 2, 3)  # a transposed view
+    k = kernel(f, {"x": x.shape, "w": w.shape}, np.float64, "numpy")
+    assert _WINDOW in k.source
+    np.testing.assert_allclose(k({"x": x, "w": w}), f(x=x, w=w), rtol=1e-12, atol=1e-12)
+
+
+def test_scaled_products_and_unused_sum_variables_are_counted():
+    # a constant factor and a sum variable the product does not read (it counts 2 terms)
+    f = define("y[b,o,t] = sum[c,k,r=0:2](x[b,c,t+k] * w[o,c,k] * 0.5)")
+    rng = np.random.default_rng(4)
+    arrays = {"x": rng.normal(size=(2, 3, 10)), "w": rng.normal(size=(2, 3, 3))}
+    for fn, args in _functions(f, arrays, rng):
+        _check(fn, args, np.float64)
+    assert _WINDOW in _check(f, arrays, np.float64)
+
+
+TORCH_CASES = [(n, s, d) for n in (1, 2) for s in (1, 2) for d in (1, 2)]
+
+
+@pytest.mark.parametrize(("dims", "stride", "dilation"), TORCH_CASES)
+def test_engine_convolution_matches_torch_forward_and_gradients(dims, stride, dilation):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(5)
+    spatial = (13,) if dims == 1 else (12, 11)
+    x = rng.normal(size=(3, 4, *spatial))
+    w = rng.normal(size=(5, 4, *(3,) * dims))
+    f = define((_conv1d if dims == 1 else _conv2d)(stride, dilation))
+    tx, tw = td.tensor(x, requires_grad=True), td.tensor(w, requires_grad=True)
+    y = f(x=tx, w=tw)
+    g = rng.normal(size=y.shape)
+    (y * td.tensor(g)).sum().backward()
+    rx = torch.tensor(x, requires_grad=True)
+    rw = torch.tensor(w, requires_grad=True)
+    conv = F.conv1d if dims == 1 else F.conv2d
+    ry = conv(rx, rw, stride=stride, dilation=dilation)
+    ry.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.data, ry.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(tx.grad.data, rx.grad.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(tw.grad.data, rw.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@st.composite
+def _geometries(draw):
+    dims = draw(st.integers(1, 2))
+    stride = draw(st.integers(1, 3))
+    dilation = draw(st.integers(1, 3))
+    kernel_size = tuple(draw(st.integers(1, 4)) for _ in range(dims))
+    out = tuple(draw(st.integers(1, 5)) for _ in range(dims))
+    extra = tuple(draw(st.integers(0, 2)) for _ in range(dims))  # input no output reaches
+    spatial = tuple(
+        stride * (n - 1) + dilation * (k - 1) + 1 + e
+        for n, k, e in zip(out, kernel_size, extra, strict=True)
+    )
+    batch, c_in, c_out = (draw(st.integers(1, 3)) for _ in range(3))
+    source = (_conv1d if dims == 1 else _conv2d)(stride, dilation)
+    return source, (batch, c_in, *spatial), (c_out, c_in, *kernel_size)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_geometries(), st.integers(0, 2**32 - 1))
+def test_random_convolution_geometries_match_the_interpreter(geometry, seed):
+    source, xs, ws = geometry
+    rng = np.random.default_rng(seed)
+    f = define(source)
+    arrays = {"x": rng.normal(size=xs), "w": rng.normal(size=ws)}
+    for fn, args in _functions(f, arrays, rng):
+        _check(fn, args, np.float64)
