@@ -172,12 +172,43 @@ def test_orthogonal_rows_forward_inverse():
 
 
 def test_default_block_rule_and_autotune():
-    for k in (1, 5, 16, 64, 100, 512, 2048, 10000):
+    for k in (1, 5, 16, 64, 100, 512, 1023, 1024, 2048, 10000):
         b = default_block(k)
         assert 1 <= b <= k
         assert b == min(k, 64 if k >= 1024 else 32)
+        assert default_block(k, backward=False) == min(k, 32)
     b = autotune_block(40, 8, candidates=[4, 8, 40], repeats=1)
     assert b in (4, 8, 40)
+
+
+def test_numpy_apply_uses_the_forward_block_rule(monkeypatch):
+    seen = []
+    real = hh._forward
+    monkeypatch.setattr(
+        hh,
+        "_forward",
+        lambda xp, blocks, X, save: (
+            seen.append(blocks.V.shape[1]),
+            real(xp, blocks, X, save=save),
+        )[1],
+    )
+    rng = np.random.default_rng(21)
+    V, X = rng.standard_normal((1024, 1030)), rng.standard_normal((1030, 2))
+    householder_apply(V, X)  # NumPy arrays: no gradient, so the forward rule (b = 32)
+    hh.householder_vjp(V[:40], X, X)  # gradient wrt V: the forward+backward rule
+    assert seen == [32, 32]
+    hh.householder_vjp(V, X, X)
+    assert seen[-1] == 64
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 32])
+def test_triangular_inverse_reads_only_the_upper_triangle(n):
+    rng = np.random.default_rng(n)
+    T = rng.standard_normal((3, n, n)) + 3 * np.eye(n)  # garbage below the diagonal
+    expected = np.linalg.inv(np.triu(T))
+    got = hh._triu_inverse(np, T)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert np.all(np.tril(got, -1) == 0)
 
 
 def test_bad_inputs_raise_named_errors():
@@ -200,6 +231,10 @@ def test_bad_inputs_raise_named_errors():
     V0[1] = 0
     with pytest.raises(InputError, match="row 1 of V is zero"):
         householder_apply(V0, X)
+    V5 = np.random.default_rng(5).standard_normal((5, 4))
+    V5[4] = 0  # in the last block, next to the padding (blocks of 3: one padded row)
+    with pytest.raises(InputError, match="row 4 of V is zero"):
+        householder_apply(V5, X, block=3)
     with pytest.raises(ShapeError, match="k >= 1"):
         householder_apply(np.ones((0, 4)), X)
     with pytest.raises(ShapeError, match=r"x must have shape \(\.\.\., 4\)"):

@@ -275,3 +275,47 @@ def test_no_grad_forward_saves_no_block_inputs(monkeypatch):
     torch.testing.assert_close(Y, _explicit(V.detach()) @ X, atol=1e-12, rtol=0)
     householder_apply(V, X).sum().backward()
     assert seen[-1] is True and V.grad is not None
+
+
+def test_block_rule_follows_whether_v_needs_a_gradient(monkeypatch):
+    import tadiff.torch.householder as th
+
+    seen = []
+    real = th._forward
+    monkeypatch.setattr(
+        th,
+        "_forward",
+        lambda xp, blocks, X, save: (
+            seen.append(blocks.V.shape[1]),
+            real(xp, blocks, X, save=save),
+        )[1],
+    )
+    V = torch.randn(1024, 1024)
+    X = torch.randn(1024, 2)
+    householder_apply(V.requires_grad_(True), X)  # gradient wrt V: forward+backward rule
+    with torch.no_grad():
+        householder_apply(V, X)
+    householder_apply(V.detach(), X.requires_grad_(True))  # only X: the backward is one sweep
+    assert seen == [64, 32, 32]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 32])
+def test_triangular_inverse_torch_reads_only_the_upper_triangle(n):
+    T = torch.randn(3, n, n, dtype=F64) + 3 * torch.eye(n, dtype=F64)
+    got = hh._triu_inverse(torch, T)
+    torch.testing.assert_close(got, torch.linalg.inv(T.triu()), atol=1e-12, rtol=0)
+    assert torch.all(got.tril(-1) == 0)
+
+
+def test_backward_twice_with_retain_graph_gives_the_same_gradients():
+    V = torch.randn(10, 12, dtype=F64, requires_grad=True)
+    X = torch.randn(12, 3, dtype=F64, requires_grad=True)
+    Y = householder_apply(V, X, block=4)
+    G1, G2 = torch.randn_like(Y), torch.randn_like(Y)
+    first = torch.autograd.grad(Y, (V, X), G1, retain_graph=True)
+    torch.autograd.grad(Y, (V, X), G2, retain_graph=True)
+    again = torch.autograd.grad(Y, (V, X), G1)
+    ref = _grads(lambda V_, X_: householder_sequential(V_, X_), V.detach(), X.detach(), G1)[1:]
+    for a, b, r in zip(first, again, ref, strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+        torch.testing.assert_close(a, r, atol=1e-9, rtol=0)

@@ -69,8 +69,13 @@ def _dtype_name(a: Any) -> str:
     return str(a.dtype).removeprefix("torch.")
 
 
-def _check_inputs(V: Any, X: Any, block: int | None) -> tuple[int, int, int]:
-    """Validate ``V`` (k, d) and ``X`` (..., d, m); return ``(k, d, block)``."""
+def _check_inputs(
+    V: Any, X: Any, block: int | None, *, backward: bool = True
+) -> tuple[int, int, int]:
+    """Validate ``V`` (k, d) and ``X`` (..., d, m); return ``(k, d, block)``.
+
+    ``backward`` tells the block-size rule whether a gradient wrt ``V`` will be computed.
+    """
     for name, a in (("V", V), ("X", X)):
         if not hasattr(a, "shape") or not hasattr(a, "dtype"):
             raise DTypeError(f"householder: {name} must be an array or tensor, got {type(a)!r}")
@@ -103,12 +108,12 @@ def _check_inputs(V: Any, X: Any, block: int | None) -> tuple[int, int, int]:
             f"householder: X must have shape (..., d, m) = (..., {d}, m) to match V of shape "
             f"({k}, {d}), got shape {tuple(X.shape)}"
         )
-    return k, d, _check_block(block, k, int(math.prod(X.shape)) // d)
+    return k, d, _check_block(block, k, int(math.prod(X.shape)) // d, backward)
 
 
-def _check_block(block: int | None, k: int, n: int) -> int:
+def _check_block(block: int | None, k: int, n: int, backward: bool = True) -> int:
     if block is None:
-        return default_block(k, n)
+        return default_block(k, n, backward=backward)
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
         raise InputError(f"householder: block must be a positive int or None, got {block!r}")
     return min(int(block), k)
@@ -119,33 +124,42 @@ def _check_block(block: int | None, k: int, n: int) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def default_block(k: int, n: int = 32) -> int:
-    """The block size ``b`` used when ``block=None``: ``min(k, 32)``, or 64 when ``k >= 1024``.
+def default_block(k: int, n: int = 32, *, backward: bool = True) -> int:
+    """The block size ``b`` used when ``block=None``: 32, or 64 when ``k >= 1024`` and ``backward``.
 
-    Why: a call costs about ``4kdn`` flops for the block sweeps of the forward (``8kdn`` more for
-    the backward), plus ``2kbd`` for the blocks' Gram matrices, while the number of sequential
-    steps is ``⌈k/b⌉``, each paying a fixed per-call overhead (~5-10 µs in NumPy and torch on a
-    CPU). Small ``b`` multiplies the steps, large ``b`` the Gram and triangular work, and BLAS
-    prefers multiples of 32. Measured with :func:`autotune_block` on a 2-core x86 CPU (NumPy and
-    torch, float32, ``n = 32``, ``d = k ∈ [64, 2048]``): b = 32 was fastest or within the noise of
-    the fastest up to ``d = 512``, and 64 was slightly faster from ``d = 1024`` (see
-    ``docs/householder.md``). On a GPU, where a step's overhead is larger relative to its flops,
-    larger blocks pay off: run :func:`autotune_block` there.
+    Why: with ``b`` reflectors per block, the forward costs ``4kdn`` flops of block sweeps plus
+    ``2kbd`` for the blocks' Gram matrices; a gradient wrt ``V`` adds ``8kdn`` (sweep and per-block
+    products) and another ``2kbd`` (the ``F_j V_j`` term). The sequential depth is ``⌈k/b⌉`` block
+    steps of three GEMM calls, each with a fixed cost (~3 µs of dispatch in torch, ~1.5 µs in
+    NumPy, plus thin-GEMM inefficiency). Small ``b`` multiplies the steps, large ``b`` the
+    ``b``-proportional Gram and ``F_j V_j`` work, which runs at only ~100 GFLOP/s on this CPU.
+
+    Measured (``benchmarks/householder.py`` block sweep and interleaved runs of the kernels on a
+    2-core x86 CPU, float32, ``n = 32``, ``d = k ∈ [64, 2048]``, b ∈ {8, 16, 32, 48, 64, 128},
+    NumPy and torch; see ``docs/householder.md``): for forward+backward b = 32 was the fastest or
+    within the noise of it up to ``d = 512`` and b = 64 from ``d = 1024`` (about 20 % faster in
+    NumPy, a tie in torch); for the forward alone (no gradient wrt ``V``: NumPy arrays, ``no_grad``,
+    or only ``X`` requiring grad) b = 32 won at every ``d`` (25 % faster than 64 at ``d = 2048``).
+    On a GPU, where a step's launch overhead is larger relative to its flops, larger blocks are
+    expected to pay off (not measured): run :func:`autotune_block` there.
 
     Args:
         k: number of reflectors.
         n: number of columns the product is applied to (batch × m); accepted for future rules,
             it did not change the measured optimum for n in [8, 256].
+        backward: whether the gradient wrt ``V`` will be computed (Algorithm 2's step 2).
 
     Returns:
         The block size, ``1 <= b <= k``.
 
     Example:
-        >>> default_block(512), default_block(2048), default_block(10)
-        (32, 64, 10)
+        >>> default_block(512), default_block(2048), default_block(2048, backward=False)
+        (32, 64, 32)
+        >>> default_block(10)
+        10
     """
     del n
-    return min(k, 64 if k >= 1024 else 32)
+    return min(k, 64 if backward and k >= 1024 else 32)
 
 
 def autotune_block(
@@ -541,7 +555,7 @@ def householder_apply(V: Any, X: Any, *, block: int | None = None, transpose: bo
 
             return torch_apply(V, X, block=block, transpose=transpose)
         return _engine_apply(V, X, block=block, transpose=transpose)
-    _, d, b = _check_inputs(V, X, block)
+    _, d, b = _check_inputs(V, X, block, backward=False)
     if transpose:
         V = np.flip(V, 0)
     Y, _ = _forward(np, _build_blocks(np, V, b), _fold(np, X, d), save=False)
@@ -670,13 +684,14 @@ def _rows(V: Any, x: Any, *, block: int | None, transpose: bool) -> Any:
 
 def _engine_apply(V: Any, X: Any, *, block: int | None, transpose: bool) -> Any:
     """tadiff-engine path: arrays are wrapped as Tensors, the FastH Function does the rest."""
+    from tadiff.autograd import is_grad_enabled
     from tadiff.autograd.tensor import Tensor
 
     V, X = (a if isinstance(a, Tensor) else Tensor(np.asarray(a)) for a in (V, X))
-    _, _, b = _check_inputs(V.data, X.data, block)
-    from tadiff.autograd import is_grad_enabled
-
-    return _engine_function().apply(V, X, b, bool(transpose), is_grad_enabled())
+    recording = is_grad_enabled()
+    backward = recording and V.requires_grad
+    _, _, b = _check_inputs(V.data, X.data, block, backward=backward)
+    return _engine_function().apply(V, X, b, bool(transpose), recording)
 
 
 @functools.cache

@@ -86,8 +86,9 @@ def householder_apply(V, X, *, block=None, transpose=False):
         >>> Y.sum().backward(); V.grad.shape
         torch.Size([4, 4])
     """
-    _, _, b = _check_inputs(V, X, block)
-    return _HouseholderApply.apply(V, X, b, bool(transpose), torch.is_grad_enabled())
+    recording = torch.is_grad_enabled()
+    _, _, b = _check_inputs(V, X, block, backward=recording and V.requires_grad)
+    return _HouseholderApply.apply(V, X, b, bool(transpose), recording)
 
 
 def householder_product(V, *, block=None, transpose=False):
