@@ -410,27 +410,41 @@ def _backward(
     xp: Any, blocks: _Blocks, saved: _Saved | None, G: Any, *, need_v: bool
 ) -> tuple[Any, Any]:
     """Algorithm 2 on folded arrays: returns (∂L/∂V (k, d) or None, ∂L/∂X (d, N))."""
-    Vb, _, k, views = blocks
-    nb, b, d = (int(s) for s in Vb.shape)
-    n = int(G.shape[-1])
-    gX = _empty(xp, (d, n), G)
     if not need_v:
-        Q = _empty(xp, (b, n), G)
-        for V, VT, _, TiT in views:
+        _, b, d = (int(s) for s in blocks.V.shape)
+        n = int(G.shape[-1])
+        gX, Q = _empty(xp, (d, n), G), _empty(xp, (b, n), G)
+        for V, VT, _, TiT in blocks.views:
             G = _sub_matmul(xp, G, VT, xp.matmul(TiT, V @ G, out=Q), gX)
         return None, gX
     assert saved is not None
-    Gs, Qs = _empty(xp, (nb, d, n), G), _empty(xp, (nb, b, n), G)
+    Gs, Qs, gX = _backward_sweep(xp, blocks, G)
+    return _vector_gradient(xp, blocks, saved, Gs, Qs), gX
+
+
+def _backward_sweep(xp: Any, blocks: _Blocks, G: Any) -> tuple[Any, Any, Any]:
+    """Step 1 of Algorithm 2 (sequential, first block to last): ``Q_j = T_j⁻ᵀ V_j G_j`` and
+    ``G_{j+1} = G_j − V_jᵀ Q_j``. Returns ``(G_j (nb, d, N), Q_j (nb, b, N), ∂L/∂X (d, N))``."""
+    nb, b, d = (int(s) for s in blocks.V.shape)
+    n = int(G.shape[-1])
+    Gs, Qs, gX = _empty(xp, (nb, d, n), G), _empty(xp, (nb, b, n), G), _empty(xp, (d, n), G)
     Gj, Q = _unbind(xp, Gs), _unbind(xp, Qs)
     Gj[0][...] = G
-    # Step 1 (sequential): gradient at the output of every block, and wrt X.
-    for j in range(nb):
-        V, VT, _, TiT = views[j]
+    for j, (V, VT, _, TiT) in enumerate(blocks.views):
         out = Gj[j + 1] if j + 1 < nb else gX
         _sub_matmul(xp, Gj[j], VT, xp.matmul(TiT, V @ Gj[j], out=Q[j]), out)
-    # Step 2 (all blocks at once): the per-block vector gradient
-    #   ∂L/∂V_j = F_j V_j − K_j G_jᵀ − Q_j A_jᵀ,   F_j = triu(E_j) + triu(E_j, 1)ᵀ,  E_j = Q_j K_jᵀ
-    # (F_j is ∂L/∂S_j made symmetric: the ½ on T's diagonal meets the 2 of dS = dV Vᵀ + V dVᵀ).
+    return Gs, Qs, gX
+
+
+def _vector_gradient(xp: Any, blocks: _Blocks, saved: _Saved, Gs: Any, Qs: Any) -> Any:
+    """Step 2 of Algorithm 2, all blocks at once: ∂L/∂V (k, d) from batched products,
+
+        ∂L/∂V_j = F_j V_j − K_j G_jᵀ − Q_j A_jᵀ,   F_j = triu(E_j) + triu(E_j, 1)ᵀ,  E_j = Q_j K_jᵀ
+
+    (``F_j`` is ∂L/∂S_j made symmetric: the ½ on T's diagonal meets the 2 of dS = dV Vᵀ + V dVᵀ).
+    """
+    Vb, _, k, _ = blocks
+    nb, b, d = (int(s) for s in Vb.shape)
     As, Ks = saved
     E = Qs @ Ks.mT
     gV = xp.where(_upper_mask(xp, b, E), E, E.mT) @ Vb
@@ -438,9 +452,9 @@ def _backward(
         tmp = np.matmul(Ks, Gs.mT)
         gV -= tmp
         gV -= np.matmul(Qs, As.mT, out=tmp)
-    else:
+    else:  # torch accumulates into gV inside the GEMM (no temporaries of size k × d)
         gV.baddbmm_(Ks, Gs.mT, alpha=-1).baddbmm_(Qs, As.mT, alpha=-1)
-    return gV.reshape(nb * b, d)[:k], gX
+    return gV.reshape(nb * b, d)[:k]
 
 
 def _apply_differentiable(xp: Any, V: Any, X: Any, b: int, transpose: bool) -> Any:
