@@ -1,43 +1,49 @@
-"""Window-unrolled contractions: a convolution as a few BLAS calls on views of its arguments.
+"""Window-unrolled contractions: a convolution as BLAS products of views, without im2col.
 
-The general im2col path of :mod:`~tadiff.index.compile.vectorized` copies a strided view with
-every window position as an axis, then makes one matrix product: the copy costs as much as the
-product. This lowering avoids it for a sum of a product of two accesses whose index dimensions
-couple a long variable with short ones (``x[b, c, h + i, v + j]``: ``h`` runs over the image,
-``i`` over a 3-wide window).
+The general path of :mod:`~tadiff.index.compile.vectorized` copies a strided view with every
+window position as an axis (im2col), then makes one matrix product: the copy costs as much as
+the product. This lowering avoids it for a sum of a product of two accesses whose index
+dimensions couple a long variable with short ones (``x[b, c, h + i, v + j]``: ``h`` runs over
+the image, ``i`` over a 3-wide window).
 
 * **Unrolled windows.** In each such dimension every variable but the longest is a *window*
   variable (at most :data:`_MAX_TERMS` combinations). The compile step enumerates their values;
-  for one value every access is a plain strided view of its (zero-padded) argument and the
-  term is one matrix product of two views. Terms of a summed window are accumulated, terms of
-  an output window (``dw[o, c, i, j]``) go to their own output slice.
+  for one value every access is a plain strided view of its prepared argument, and the term is
+  a matrix product of two views. Terms of a summed window add up, terms of an output window
+  (``dw[o, c, i, j]``) fill their own output slice.
 * **Merged axes, over-computed.** A matrix dimension must be one strided axis. Two axes merge
-  when the outer stride is a multiple of the inner one and covers its span: ``h`` (stride
-  ``W``) and ``v`` (stride 1, ``OW < W`` values) become ``p = h*W + v`` with
-  ``(OH - 1) * W + OW`` values; the ``W - OW`` extra columns per row read real (finite) input
-  elements and are dropped by a strided view of the result. Where merged axes are *summed*
-  (the weight gradient sums over ``h, v``), the extra positions must contribute nothing: the
-  operand that does not depend on the window is copied once per call into a zero-filled buffer
-  of the merged layout.
-* **BLAS or nothing.** NumPy's matmul calls BLAS only for views with one unit stride and a valid
-  leading dimension; otherwise it runs a slow loop. Views are built to satisfy this, a small
-  operand (the weights) is copied contiguous once per call, and anything else (a large operand
-  needing a copy, a stride-2 access, a sum variable in one factor only) returns ``None``: the
-  caller keeps its general path.
+  when the outer stride is a multiple of the inner one covering its span: ``h`` (stride ``W``)
+  and ``v`` (stride 1, ``OW < W`` values) become ``p = h*W + v`` with ``(OH - 1) * W + OW``
+  values; the ``W - OW`` extra columns per row read real input elements and are dropped by a
+  strided view of the result. Where merged axes are *summed* (the weight gradient sums over
+  ``h, v``) the extra positions must add nothing: the operand that does not depend on the
+  window is copied once per call into a zero-filled buffer of the merged layout.
+* **Prepared arguments.** An argument is zero-padded where an index leaves it (the input
+  gradient's ``dy[p - 2 + i]``) and split into phases along a dimension whose non-window
+  coefficients share a factor ``g`` (stride 2: ``x[2*q + r] -> phase[r, q]``), so that every
+  non-window axis has a plain stride and a window value only picks a phase and an offset.
+* **BLAS or nothing.** NumPy's matmul calls BLAS only for views with one unit stride and a
+  leading dimension at least that axis's length; otherwise it silently runs a slow loop. Views
+  are built to satisfy this, a small operand (a weight slice) is copied contiguous per call,
+  and anything else (a large operand that would need a copy, a sum variable in one factor only)
+  returns ``None``: the caller keeps its general path.
+* **Blocks.** Output axes left outside the matrix dimensions are batch axes of the product; the
+  outermost (the batch) is looped over in Python so each product stays in cache. Where summed
+  window values change a large operand and a small one, each block copies the large operand's
+  views into one buffer (contiguous rows, thanks to the merged layout) and makes a single
+  product with the concatenated small matrices: ``K = 9 * C`` instead of nine products with
+  ``K = C`` and eight additions. Summed axes left outside the matrices (the weight gradient's
+  batch) are batch axes of the product, reduced after it.
 
-Output axes left outside the merged matrix dimensions are batch axes of the product; the
-outermost is looped over in Python so each product and its accumulation stay in cache. Summed
-axes left outside are batch axes too, reduced after the product (the weight gradient's batch).
-
-Example (the plan of a 2-D convolution's forward: 9 products, no copy of ``x``):
+Example (a 2-D convolution's forward: one product per batch element, no im2col of ``x``):
     >>> import numpy as np
-from numpy.lib.stride_tricks import as_strided
     >>> from tadiff.index import define
     >>> from tadiff.index.compile.vectorized import lower_numpy
     >>> f = define("y[b,o,h,v] = sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])")
     >>> x, w = np.ones((2, 3, 6, 5)), np.ones((4, 3, 3, 3))
-    >>> lower_numpy(f, {"x": x.shape, "w": w.shape}, np.float64)({"x": x, "w": w})[0, 0, 0]
-    array([27., 27., 27.])
+    >>> k = lower_numpy(f, {"x": x.shape, "w": w.shape}, np.float64)
+    >>> "window-unrolled" in k.source, k({"x": x, "w": w})[0, 0, 0].tolist()
+    (True, [27.0, 27.0, 27.0])
 """
 
 from __future__ import annotations
