@@ -4,6 +4,12 @@ A definition is identified by its structure: the body is a hash-consed node (equ
 are the same object), so two ``define`` calls of the same text share their kernels.
 :func:`stats` reports what was derived and compiled and how long it took.
 
+The cache keeps the most recently used kernels, at most :func:`cache_limit` of them (512 by
+default, or ``$TADIFF_KERNEL_CACHE``): a kernel holds the gather indices and masks of its
+shapes, so a program that meets ever new shapes (variable sequence lengths) would otherwise
+grow without bound. The least recently used kernel is dropped first, and compiled again if its
+key comes back.
+
 Example:
     >>> import numpy as np
     >>> from tadiff.index import define
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,20 +33,80 @@ from tadiff.errors import InputError, MissingDependencyError
 from tadiff.index import shapes as _shapes
 from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
 
-__all__ = ["BACKENDS", "clear_cache", "kernel", "record_derivation", "source_dir", "stats"]
+__all__ = [
+    "BACKENDS",
+    "cache_limit",
+    "clear_cache",
+    "kernel",
+    "record_derivation",
+    "set_cache_limit",
+    "source_dir",
+    "stats",
+]
 
 BACKENDS = ("auto", "einsum", "numpy", "numba", "triton")
 """Backend names: ``auto`` is einsum for pure contractions, else the vectorized NumPy kernel;
 ``triton`` needs torch and triton (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
 
-_KERNELS: dict[tuple, Kernel] = {}
+_KERNELS: OrderedDict[tuple, Kernel] = OrderedDict()  # least recently used first
 _STATS = {
     "derivations": 0,
     "derivation_seconds": 0.0,
     "compilations": 0,
     "compile_seconds": 0.0,
     "cache_hits": 0,
+    "evictions": 0,
 }
+
+
+def _limit_from_environment() -> int:
+    text = os.environ.get("TADIFF_KERNEL_CACHE", "512")
+    try:
+        limit = int(text)
+    except ValueError:
+        raise InputError(
+            f"TADIFF_KERNEL_CACHE={text!r}; expected a positive number of kernels"
+        ) from None
+    if limit < 1:
+        raise InputError(f"TADIFF_KERNEL_CACHE={limit}; expected at least 1 kernel")
+    return limit
+
+
+_LIMIT = [_limit_from_environment()]
+
+
+def cache_limit() -> int:
+    """How many compiled kernels the cache keeps (the least recently used go first)."""
+    return _LIMIT[0]
+
+
+def set_cache_limit(kernels: int) -> int:
+    """Keep at most ``kernels`` compiled kernels; drops the oldest now if there are more.
+
+    Args:
+        kernels: a positive int.
+
+    Returns:
+        The previous limit (to restore it).
+
+    Example:
+        >>> previous = set_cache_limit(64)
+        >>> cache_limit(), set_cache_limit(previous) == 64
+        (64, True)
+    """
+    if not isinstance(kernels, int) or isinstance(kernels, bool) or kernels < 1:
+        raise InputError(f"set_cache_limit({kernels!r}): expected a positive int")
+    previous, _LIMIT[0] = _LIMIT[0], kernels
+    _evict()
+    return previous
+
+
+def _evict() -> None:
+    while len(_KERNELS) > _LIMIT[0]:
+        _KERNELS.popitem(last=False)
+        _STATS["evictions"] += 1
+
+
 _BY_BACKEND: dict[str, int] = {}
 
 
@@ -65,17 +132,23 @@ def stats() -> dict[str, object]:
 
     Returns:
         ``{"derivations", "derivation_seconds", "compilations", "compile_seconds",
-        "cache_hits", "kernels" (cached now), "by_backend" {backend: compilations}}``.
+        "cache_hits", "evictions", "kernels" (cached now), "limit",
+        "by_backend" {backend: compilations}}``.
 
     Example:
         >>> sorted(stats())[:3]
         ['by_backend', 'cache_hits', 'compilations']
     """
-    return {**_STATS, "kernels": len(_KERNELS), "by_backend": dict(_BY_BACKEND)}
+    return {
+        **_STATS,
+        "kernels": len(_KERNELS),
+        "limit": _LIMIT[0],
+        "by_backend": dict(_BY_BACKEND),
+    }
 
 
 def clear_cache() -> None:
-    """Drop every cached kernel and reset the counters (numba's disk cache stays)."""
+    """Drop every cached kernel and reset the counters (numba's disk cache and the limit stay)."""
     _KERNELS.clear()
     _BY_BACKEND.clear()
     for k in _STATS:
@@ -126,6 +199,7 @@ def kernel(
     hit = _KERNELS.get(key)
     if hit is not None:
         _STATS["cache_hits"] += 1
+        _KERNELS.move_to_end(key)
         return hit
     start = time.perf_counter()
     params = fn._params(shapes)
@@ -136,6 +210,7 @@ def kernel(
     _STATS["compile_seconds"] += time.perf_counter() - start
     _BY_BACKEND[result.backend] = _BY_BACKEND.get(result.backend, 0) + 1
     _KERNELS[key] = result
+    _evict()
     return result
 
 
