@@ -404,7 +404,17 @@ class _Plan:
             block = len(self.terms[0][1]) * k_span * (spans[1] if small[0] == 0 else spans[0])
             if block <= _SCRATCH and all(n == 1 for n in self.views[small[0]][0][:-2]):
                 self.big = 1 - small[0]
-        self.k_span = k_span
+        # stacked output windows (the weight gradient): where only one operand depends on the
+        # window, its views for all output window values go into one buffer per block of the
+        # looped sum axis, and one product fills every window's slice at once
+        self.out_big = None
+        deps = [op.depends(set(window)) for op in (a_op, b_op)]
+        if kept_w and not sum_w and not out_loop and len(k_loop) <= 1 and sum(deps) == 1:
+            big = deps.index(True)
+            block = len(self.terms) * k_span * spans[big]
+            if block <= _SCRATCH and not (a_op, b_op)[big].copy:
+                self.out_big = big
+        self.k_span, self.spans = k_span, spans
         # the result: a strided view of the buffer with the planner's ndim axes
         step = [int(np.prod(self.buffer[i + 1 :], dtype=np.int64)) for i in range(len(self.buffer))]
         where: dict[int, int] = {}
@@ -476,11 +486,36 @@ class _Plan:
                 else:
                     np.matmul(flat.T, small, out=out)
 
+    def _run_stacked_out(self, flats, buffer) -> None:
+        big, n_terms = self.out_big, len(self.terms)
+        mats = [self._matrices(flats, offsets[0]) for _, offsets in self.terms]
+        other = mats[0][1 - big]
+        width = self.spans[big]
+        cols = np.empty((n_terms, width, self.k_span), dtype=self.dtype)
+        flat = cols.reshape(n_terms * width, self.k_span)
+        total = None
+        for t in range(other.shape[0]) if self.n_k else [None]:
+            for s, m in enumerate(mats):
+                view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
+                cols[s] = view if big == 0 else view.T
+            rest = other if t is None else other[min(t, other.shape[0] - 1)]
+            part = np.matmul(flat, rest) if big == 0 else np.matmul(rest, flat.T)
+            total = part if total is None else np.add(total, part, out=total)
+        m, n = self.spans
+        if big == 0:  # (windows * rows, columns)
+            buffer[...] = total.reshape(buffer.shape)
+        else:  # (rows, windows * columns)
+            stacked = total.reshape(m, n_terms, n).transpose(1, 0, 2)
+            buffer[...] = stacked.reshape(buffer.shape)
+
     def run(self, arrays: Arrays) -> np.ndarray:
         flats = [self._flat(op, arrays) for op in self.ops]
-        if self.big is not None:
+        if self.big is not None or self.out_big is not None:
             buffer = np.empty(self.buffer, dtype=self.dtype)
-            self._run_stacked(flats, buffer)
+            if self.big is not None:
+                self._run_stacked(flats, buffer)
+            else:
+                self._run_stacked_out(flats, buffer)
             if self.scale != 1:
                 buffer *= self.scale
             return as_strided(buffer, self.result_shape, self.result_strides, writeable=False)
