@@ -252,12 +252,98 @@ def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
         print(f"| {b} | {_fmt(tn)} | {_fmt(tt)} |")
 
 
+def breakdown(d, dtype, reps=15):
+    """Where one FastH forward+backward spends its time at dimension d (m = 32, k = d, default b).
+
+    The phases run in training-step order in every repetition (so each sees the cache state it
+    has in practice); the Gram matrices are also timed on their own inside the block build.
+    """
+    rng = np.random.default_rng(2)
+    V = rng.standard_normal((d, d)).astype(dtype)
+    X = rng.standard_normal((d, M)).astype(dtype)
+    G = rng.standard_normal((d, M)).astype(dtype)
+    U = hh.householder_product(V)
+    b = hh.default_block(d)
+    nb = -(-d // b)
+    flops = {
+        "Gram matrices V_j V_jᵀ (in the block build)": 2 * nb * b * b * d,
+        "rest of the block build (T_j⁻¹, views)": 0,
+        "forward sweep (Algorithm 1, saves A_j, K_j)": nb * (4 * b * d * M + 2 * b * b * M),
+        "backward sweep (Algorithm 2 step 1)": nb * (4 * b * d * M + 2 * b * b * M),
+        "vector gradients (step 2: E_j, F_j V_j, K_j G_jᵀ, Q_j A_jᵀ)": nb
+        * (2 * b * b * M + 2 * b * b * d + 4 * b * d * M),
+    }
+    names = list(flops)
+    print(f"\n**Where the time goes** (FastH forward+backward, d = {d}, m = {M}, b = {b}; ms)\n")
+    print("| phase | NumPy ms | share | GFLOP/s | torch ms | share | GFLOP/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = {n: [] for n in names}
+    totals, dense = [], []
+    for xp, arrays in ((np, (V, X, G, U)), (torch, [torch.from_numpy(a) for a in (V, X, G, U)])):
+        Vx, Xx, Gx, Ux = arrays
+        acc = {n: [] for n in names}
+        dense_t = []
+        for _ in range(reps + 1):
+            t0 = time.perf_counter()
+            Vb = Vx.reshape(nb, b, d) if nb * b == d else None
+            if Vb is not None:
+                Vb @ Vb.mT
+            t1 = time.perf_counter()
+            blocks = hh._build_blocks(xp, Vx, b)
+            t2 = time.perf_counter()
+            _, saved = hh._forward(xp, blocks, Xx, save=True)
+            t3 = time.perf_counter()
+            Gs, Qs, _ = hh._backward_sweep(xp, blocks, Gx)
+            t4 = time.perf_counter()
+            hh._vector_gradient(xp, blocks, saved, Gs, Qs)
+            t5 = time.perf_counter()
+            Ux @ Xx, Gx @ Xx.mT, Ux.mT @ Gx  # the dense matmul's three GEMMs (fwd, dU, dX)
+            t6 = time.perf_counter()
+            phases = (t1 - t0, t2 - t1 - (t1 - t0), t3 - t2, t4 - t3, t5 - t4)
+            for n, t in zip(names, phases, strict=True):
+                acc[n].append(t)
+            dense_t.append(t6 - t5)
+        med = {n: 1e3 * float(np.median(v[1:])) for n, v in acc.items()}
+        for n in names:
+            rows[n].append(med[n])
+        totals.append(sum(med.values()))
+        dense.append(1e3 * float(np.median(dense_t[1:])))
+    for n in names:
+        cells = []
+        for i in range(2):
+            t = rows[n][i]
+            rate = f"{flops[n] / (t * 1e6):.0f}" if flops[n] else "–"
+            cells += [_fmt(t), f"{100 * t / totals[i]:.0f} %", rate]
+        print(f"| {n} | " + " | ".join(cells) + " |")
+    flop_total = sum(flops.values())
+    cells = []
+    for i in range(2):
+        cells += [_fmt(totals[i]), "100 %", f"{flop_total / (totals[i] * 1e6):.0f}"]
+    print("| **FastH kernels, total** | " + " | ".join(cells) + " |")
+    dense_flops = 6 * d * d * M
+    cells = []
+    for i in range(2):
+        cells += [
+            _fmt(dense[i]),
+            f"{totals[i] / dense[i]:.1f}× less",
+            f"{dense_flops / (dense[i] * 1e6):.0f}",
+        ]
+    print("| dense `U @ X` fwd+bwd: 3 GEMMs, no autograd | " + " | ".join(cells) + " |")
+    print(
+        f"\nFlop ratio FastH/dense: {flop_total / dense_flops:.2f} "
+        f"(`12 d² m + 4 d² b` against `6 d² m`); `–`: no flops counted (small or no GEMMs)."
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dims", default="64,128,256,512,1024,2048")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--no-sweep", action="store_true", help="skip the block-size sweep")
+    parser.add_argument(
+        "--no-breakdown", action="store_true", help="skip the per-phase time breakdown"
+    )
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -274,6 +360,8 @@ def main():
     print_tables(dims, results)
     if not args.no_sweep and args.device == "cpu":
         block_sweep(512 if 512 in dims else dims[-1], args.dtype)
+    if not args.no_breakdown and args.device == "cpu":
+        breakdown(512 if 512 in dims else dims[-1], args.dtype)
     print(
         f"\n`skip`: not run because one call at the previous d took over {SLOW_LIMIT_S:.0f} s "
         f"(its cost grows ~d³). Total benchmark time {time.perf_counter() - t0:.0f} s; "

@@ -172,11 +172,10 @@ def test_orthogonal_rows_forward_inverse():
 
 
 def test_default_block_rule_and_autotune():
-    for k in (1, 5, 16, 64, 100, 512, 1023, 1024, 2048, 10000):
-        b = default_block(k)
-        assert 1 <= b <= k
-        assert b == min(k, 64 if k >= 1024 else 32)
-        assert default_block(k, backward=False) == min(k, 32)
+    for k in (1, 5, 16, 64, 100, 512, 1024, 10000):
+        for n, with_grad in ((1, 32), (16, 32), (17, 64), (32, 64), (33, 128), (4096, 128)):
+            assert default_block(k, n) == min(k, with_grad)
+            assert default_block(k, n, backward=False) == min(k, 32)
     b = autotune_block(40, 8, candidates=[4, 8, 40], repeats=1)
     assert b in (4, 8, 40)
 
@@ -193,12 +192,12 @@ def test_numpy_apply_uses_the_forward_block_rule(monkeypatch):
         )[1],
     )
     rng = np.random.default_rng(21)
-    V, X = rng.standard_normal((1024, 1030)), rng.standard_normal((1030, 2))
-    householder_apply(V, X)  # NumPy arrays: no gradient, so the forward rule (b = 32)
-    hh.householder_vjp(V[:40], X, X)  # gradient wrt V: the forward+backward rule
-    assert seen == [32, 32]
-    hh.householder_vjp(V, X, X)
-    assert seen[-1] == 64
+    V, X = rng.standard_normal((300, 310)), rng.standard_normal((310, 40))
+    householder_apply(V, X)  # NumPy arrays: no gradient, so the forward rule
+    hh.householder_vjp(V, X, X)  # gradient wrt V with n = 40 columns
+    hh.householder_vjp(V, X[:, :20], X[:, :20])
+    hh.householder_vjp(V, X[None, :, :8].repeat(3, 0), X[None, :, :8].repeat(3, 0))  # n = 3 * 8
+    assert seen == [32, 128, 64, 64]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 32])

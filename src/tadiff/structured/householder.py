@@ -125,41 +125,44 @@ def _check_block(block: int | None, k: int, n: int, backward: bool = True) -> in
 
 
 def default_block(k: int, n: int = 32, *, backward: bool = True) -> int:
-    """The block size ``b`` used when ``block=None``: 32, or 64 when ``k >= 1024`` and ``backward``.
+    """The block size ``b`` used when ``block=None``: 32 for a forward; for forward+backward 32,
+    64 or 128 as ``n ≤ 16``, ``n ≤ 32`` or ``n > 32`` (clipped to ``k``).
 
     Why: with ``b`` reflectors per block, the forward costs ``4kdn`` flops of block sweeps plus
-    ``2kbd`` for the blocks' Gram matrices; a gradient wrt ``V`` adds ``8kdn`` (sweep and per-block
-    products) and another ``2kbd`` (the ``F_j V_j`` term). The sequential depth is ``⌈k/b⌉`` block
-    steps of three GEMM calls, each with a fixed cost (~3 µs of dispatch in torch, ~1.5 µs in
-    NumPy, plus thin-GEMM inefficiency). Small ``b`` multiplies the steps, large ``b`` the
-    ``b``-proportional Gram and ``F_j V_j`` work, which runs at only ~100 GFLOP/s on this CPU.
+    ``2kbd`` for the blocks' Gram matrices, over ``⌈k/b⌉`` sequential steps of three GEMM calls
+    (each with a fixed cost: ~3 µs of dispatch in torch, ~1.5 µs in NumPy, plus the inefficiency
+    of thin GEMMs). A gradient wrt ``V`` adds ``8kdn`` flops, another ``2kbd`` (the ``F_j V_j``
+    term) and, above all, the saved block inputs and output gradients: ``2⌈k/b⌉ · d · n`` numbers
+    written and read back, which dominate when ``n`` is large. Small ``b`` multiplies the steps
+    and the saved memory, large ``b`` the ``b``-proportional Gram and ``F_j V_j`` work.
 
-    Measured (``benchmarks/householder.py`` block sweep and interleaved runs of the kernels on a
-    2-core x86 CPU, float32, ``n = 32``, ``d = k ∈ [64, 2048]``, b ∈ {8, 16, 32, 48, 64, 128},
-    NumPy and torch; see ``docs/householder.md``): for forward+backward b = 32 was the fastest or
-    within the noise of it up to ``d = 512`` and b = 64 from ``d = 1024`` (about 20 % faster in
-    NumPy, a tie in torch); for the forward alone (no gradient wrt ``V``: NumPy arrays, ``no_grad``,
-    or only ``X`` requiring grad) b = 32 won at every ``d`` (25 % faster than 64 at ``d = 2048``).
-    On a GPU, where a step's launch overhead is larger relative to its flops, larger blocks are
-    expected to pay off (not measured): run :func:`autotune_block` there.
+    Measured (interleaved runs of the kernels, 2-core x86 CPU, float32, NumPy and torch,
+    ``k = d``; see ``docs/householder.md``). Forward alone: b = 32 fastest or within a few % of
+    it for ``d ∈ [64, 2048]``, ``n ∈ [8, 128]`` (25 % ahead of 64 at ``d = 2048, n = 32``).
+    Forward+backward: at ``n ≤ 16`` b = 32 (64 costs 4-11 %); at ``n = 32`` 32 and 64 tie up to
+    ``d = 512`` and 64 is 3-20 % faster from ``d = 1024``; at ``n = 64 … 256`` b = 128 is
+    1.2-1.7× faster than 32. "Forward alone" covers NumPy arrays, ``no_grad`` and calls where
+    only ``X`` needs a gradient (its backward is one transposed sweep). On a GPU a step's launch
+    overhead weighs more, so larger blocks are expected to pay off (not measured): run
+    :func:`autotune_block` there.
 
     Args:
         k: number of reflectors.
-        n: number of columns the product is applied to (batch × m); accepted for future rules,
-            it did not change the measured optimum for n in [8, 256].
+        n: number of columns the product is applied to (batch × m).
         backward: whether the gradient wrt ``V`` will be computed (Algorithm 2's step 2).
 
     Returns:
         The block size, ``1 <= b <= k``.
 
     Example:
-        >>> default_block(512), default_block(2048), default_block(2048, backward=False)
-        (32, 64, 32)
-        >>> default_block(10)
-        10
+        >>> default_block(512, 32), default_block(512, 8), default_block(512, 256)
+        (64, 32, 128)
+        >>> default_block(512, 32, backward=False), default_block(10)
+        (32, 10)
     """
-    del n
-    return min(k, 64 if backward and k >= 1024 else 32)
+    if not backward:
+        return min(k, 32)
+    return min(k, 32 if n <= 16 else 64 if n <= 32 else 128)
 
 
 def autotune_block(
