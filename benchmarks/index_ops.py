@@ -14,12 +14,14 @@ compiled gather-form kernels, (b) the naive way, a scatter with ``np.add.at`` ov
 (output element, sum index) pair — the atomic-add approach the tech report argues against — and
 (c) by the reference interpreter at a small size. All three are checked to agree first.
 
-Also printed: the one-time cost of deriving and compiling a conv2d (``stats()``).
+Also printed: the one-time cost of deriving and compiling a conv2d (``stats()``), and the load
+average before and after (other jobs on the machine move the ratios).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -274,9 +276,12 @@ def main() -> None:
     args = parser.parse_args()
     size, repeats = ("quick", 3) if args.quick else (args.size, args.repeats)
     backends = ["auto"] if args.no_numba else ["auto", "numba"]
+    # other jobs on the machine move the ratios: the load average says how busy it was
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     one_time_cost()
     table_engine(size, repeats, backends)
     table_gather_vs_scatter("medium" if size == "full" else size, repeats)
+    print("\nload average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
