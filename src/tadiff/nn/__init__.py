@@ -11,6 +11,7 @@ Example:
 from tadiff.nn import functional, init
 from tadiff.nn.activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from tadiff.nn.container import ModuleList, Sequential
+from tadiff.nn.conv import Conv1d, Conv2d
 from tadiff.nn.layers import Dropout, Embedding, LayerNorm
 from tadiff.nn.linear import Identity, Linear
 from tadiff.nn.loss import CrossEntropyLoss, MSELoss, NLLLoss
@@ -20,6 +21,8 @@ from tadiff.nn.serialization import load, save
 
 __all__ = [
     "GELU",
+    "Conv1d",
+    "Conv2d",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",

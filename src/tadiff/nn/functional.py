@@ -26,6 +26,7 @@ from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn._functions import ClassPicks, GeluErf, cross_entropy_op
+from tadiff.nn.conv import conv1d, conv2d, pad  # noqa: F401 - torch's F.* names
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import AddmmBackward0
 
@@ -43,8 +44,6 @@ def _tensor(x: Any, name: str) -> Tensor:
 def _check_reduction(reduction: str, where: str) -> None:
     if reduction not in _REDUCTIONS:
         raise InputError(f"{where}: reduction={reduction!r}; expected one of {_REDUCTIONS}")
-
-
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -206,8 +205,8 @@ def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> T
     rows = weight[idx]
     if padding_idx is None:
         return rows
-    pad = padding_idx + n if padding_idx < 0 else padding_idx
-    is_pad = (idx == pad)[..., None]
+    pad_row = padding_idx + n if padding_idx < 0 else padding_idx
+    is_pad = (idx == pad_row)[..., None]
     # Same values everywhere; only the padding rows come from a detached copy (no gradient).
     return td.where(Tensor(is_pad), weight.detach()[idx], rows)
 

@@ -380,6 +380,8 @@ SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
 # ; key
 IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])
+# ; interior slices
+ConstantPadNdBackward0 = _node("ConstantPadNdBackward0", lambda F, g, key: g[key])
 # ; key, kept, value shape
 IndexPutBackward0 = _node(
     "IndexPutBackward0",
