@@ -5,8 +5,7 @@
     python benchmarks/index_ops.py --quick          # small sizes, 3 repeats (a smoke run)
 
 Table 1 — engine ops (``f(x=Tensor, w=Tensor)``, then ``.sum().backward()``) against
-``torch.nn.functional`` with autograd, float32, medians of the repeats (torch and tadiff take
-turns within each repeat, so a burst of load from other jobs hits both): conv1d and conv2d with
+``torch.nn.functional`` with autograd, float32, medians of the repeats: conv1d and conv2d with
 stride 1/2 and dilation 1/2, 2x2 average pooling, matmul and batched matmul. "auto" is the
 einsum / vectorized NumPy lowering, "numba" the generated loop nests (compiled before timing).
 
@@ -152,34 +151,16 @@ def _engine_row(name, f, arrays, torch_fn, repeats: int, backends: list[str]) ->
             np.testing.assert_allclose(
                 ts[n].grad.data, t.grad.numpy(), rtol=2e-3, atol=2e-3 * scale
             )
-    steps = [
-        lambda: _torch_step(torch_fn, arrays, names, False),
-        lambda: _engine_step(f, arrays, False),
-        lambda: _torch_step(torch_fn, arrays, names, True),
-    ]
-    for be in backends:
-        g = f.using(be)
-        steps.append(lambda g=g: _engine_step(g, arrays, True))
-    t_f, a_f, t_fb, *fbs = _interleaved_medians(steps, repeats)
+    t_f = _median_time(lambda: _torch_step(torch_fn, arrays, names, False), repeats)
+    a_f = _median_time(lambda: _engine_step(f, arrays, False), repeats)
+    t_fb = _median_time(lambda: _torch_step(torch_fn, arrays, names, True), repeats)
     row = f"| {name} | {t_f * 1e3:.2f} ms | {a_f * 1e3:.2f} ms | {a_f / t_f:.1f}x | "
     row += f"{t_fb * 1e3:.2f} ms |"
-    for fb in fbs:
+    for be in backends:
+        g = f.using(be)
+        fb = _median_time(lambda g=g: _engine_step(g, arrays, True), repeats)
         row += f" {fb * 1e3:.2f} ms | {fb / t_fb:.1f}x |"
     return row
-
-
-def _interleaved_medians(steps, repeats: int) -> list[float]:
-    """Median time of each step, the steps taking turns in every repeat: a burst of load from
-    other jobs then slows torch and tadiff alike instead of one of them."""
-    for step in steps:
-        step()  # warm: compile, caches, allocator
-    times: list[list[float]] = [[] for _ in steps]
-    for _ in range(repeats):
-        for step, record in zip(steps, times, strict=True):
-            start = time.perf_counter()
-            step()
-            record.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
 
 
 def scatter_vjp(f, wrt: str, arrays: dict, dy: np.ndarray) -> np.ndarray:
