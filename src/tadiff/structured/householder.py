@@ -137,14 +137,14 @@ def default_block(k: int, n: int = 32, *, backward: bool = True) -> int:
     and the saved memory, large ``b`` the ``b``-proportional Gram and ``F_j V_j`` work.
 
     Measured (interleaved runs of the kernels, 2-core x86 CPU, float32, NumPy and torch,
-    ``k = d``; see ``docs/householder.md``). Forward alone: b = 32 fastest or within a few % of
-    it for ``d ∈ [64, 2048]``, ``n ∈ [8, 128]`` (25 % ahead of 64 at ``d = 2048, n = 32``).
-    Forward+backward: at ``n ≤ 16`` b = 32 (64 costs 4-11 %); at ``n = 32`` 32 and 64 tie up to
-    ``d = 512`` and 64 is 3-20 % faster from ``d = 1024``; at ``n = 64 … 256`` b = 128 is
-    1.2-1.7× faster than 32. "Forward alone" covers NumPy arrays, ``no_grad`` and calls where
-    only ``X`` needs a gradient (its backward is one transposed sweep). On a GPU a step's launch
-    overhead weighs more, so larger blocks are expected to pay off (not measured): run
-    :func:`autotune_block` there.
+    ``k = d``; see ``docs/householder.md``). Forward alone: b = 32 fastest or within 10 % of the
+    fastest for ``d ∈ [64, 2048]``, ``n ∈ [8, 128]`` (25 % ahead of 64 at ``d = 2048, n = 32``).
+    Forward+backward: at ``n ≤ 16`` b = 32 (64 costs 4-11 % in torch; NumPy was mixed); at
+    ``n = 32`` 32 and 64 tie up to ``d = 512`` and 64 is 3-20 % faster from ``d = 1024``; at
+    ``n = 64 … 256`` b = 128 is 1.2-1.7× faster than 32. "Forward alone" covers NumPy arrays,
+    ``no_grad`` and calls where only ``X`` needs a gradient (its backward is one transposed
+    sweep). On a GPU a step's launch overhead weighs more, so larger blocks are expected to pay
+    off (not measured): run :func:`autotune_block` there.
 
     Args:
         k: number of reflectors.
