@@ -36,41 +36,11 @@ def keepdim_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None) -> tuple
 
 
 def _index_scatter(g: Any, key: Any, shape: tuple[int, ...]) -> np.ndarray:
-    if any(isinstance(k, np.ndarray) for k in key):
-        return scatter_add_zeros_at(g, key, shape)  # advanced indices may repeat: accumulate
     out = np.zeros(shape, np.result_type(g))
-    out[key] = g  # basic indexing addresses each element at most once
-    return out
-
-
-def scatter_add_zeros_at(g: Any, key: tuple[Any, ...], shape: tuple[int, ...]) -> np.ndarray:
-    """Zeros of ``shape`` with ``g`` added at ``key`` (``np.add.at``), repeats accumulated.
-
-    When the key is integer index arrays for the leading dimensions (an embedding lookup, a
-    gather of pooled maxima), the sum runs as a sort and one ``np.add.reduceat`` over rows:
-    ``np.add.at`` handles one element at a time and is 20-100x slower. The indices have
-    already been checked by the forward indexing.
-    """
-    g = np.asarray(g)
-    out = np.zeros(shape, g.dtype)
-    lead = len(key)
-    if not (
-        g.dtype.kind == "f"
-        and 0 < lead <= len(shape)
-        and all(isinstance(k, np.ndarray) and k.dtype.kind in "iu" for k in key)
-    ):
-        np.add.at(out, key, g)
-        return out
-    index = np.broadcast_arrays(*key)
-    flat = np.ravel_multi_index(index, shape[:lead], mode="wrap").reshape(-1)  # wrap: -1 -> n-1
-    width = math.prod(shape[lead:])
-    rows = np.broadcast_to(g, index[0].shape + shape[lead:]).reshape(flat.size, width)
-    if flat.size == 0 or width == 0:
-        return out
-    order = np.argsort(flat, kind="stable")
-    ordered = flat[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    out.reshape(-1, width)[ordered[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+    if any(isinstance(k, np.ndarray) for k in key):
+        np.add.at(out, key, g)  # advanced indices may repeat: accumulate
+    else:
+        out[key] = g  # basic indexing addresses each element at most once
     return out
 
 

@@ -22,7 +22,6 @@ import numpy as np
 from tadiff.errors import DTypeError, IndexingError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
-from tadiff.ops._dual import scatter_add_zeros_at
 from tadiff.ops.shape import _as_view
 
 _BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
@@ -88,7 +87,8 @@ def index_scatter(g: Tensor, key: Any, shape: tuple[int, ...]) -> Tensor:
     ``x[key]``, recorded so that indexing has second derivatives."""
     key, _ = _normalize_key(key)
     g = as_tensor(g)
-    out = scatter_add_zeros_at(g.data, key, shape)
+    out = np.zeros(shape, g.data.dtype)
+    np.add.at(out, key, g.data)
     if g._rg and _state.enabled:
         return record(d.IndexScatterBackward0, out, (g,), (), (key,))
     return _make(out)
