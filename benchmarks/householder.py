@@ -1,6 +1,7 @@
 """Benchmark FastH against the sequential loop, torch.linalg.householder_product and dense matmul.
 
-One run measures, for m = 32 columns and d ∈ {64, ..., 2048} (k = d reflectors, float32, CPU):
+One run measures, for m = 32 columns (``--m``) and d ∈ {64, ..., 2048} (k = d reflectors, float32,
+CPU):
 
 * forward ``U X`` and forward+backward (gradients wrt ``V`` and ``X``) of
     - FastH (tadiff) with NumPy arrays (kernels called directly) and with torch tensors
@@ -11,12 +12,15 @@ One run measures, for m = 32 columns and d ∈ {64, ..., 2048} (k = d reflectors
       parameterisation: same number of reflectors, same cost class);
     - the dense ``U @ X`` matmul with a ready-made ``d × d`` matrix, as the floor (NumPy and torch;
       its forward+backward is the torch autograd of the matmul, gradients wrt ``U`` and ``X``).
-* the block-size trade-off (paper section 3.2) at d = 512.
+* the block-size trade-off (paper section 3.2) at d = 512;
+* where one FastH forward+backward spends its time at d = 512, phase by phase (block build, the
+  two sweeps, the batched vector gradients), with GFLOP/s against the dense matmul's GEMMs.
 
 Times are medians over repeats (at least 3, more for fast cases, a fixed time budget per cell).
 BLAS/torch threads default to 1 because the CPU is shared; pass ``--threads 2`` to use both cores.
-Usage: ``python benchmarks/householder.py [--threads N] [--dims 64,128,...] [--dtype float32]
-[--device cuda]`` (on a GPU only the torch columns are measured).
+Usage: ``python benchmarks/householder.py [--threads N] [--dims 64,128,...] [--m 32]
+[--dtype float32] [--no-sweep] [--no-breakdown] [--device cuda]`` (on a GPU only the torch columns
+are measured).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import torch  # noqa: E402
 from tadiff.structured import householder as hh  # noqa: E402
 from tadiff.torch.householder import householder_apply as torch_fasth  # noqa: E402
 
-M = 32
+M = 32  # columns of X; --m changes it
 SLOW_LIMIT_S = 2.0  # a method whose single call took longer at d/2 is skipped at d (cost ~ d³)
 
 
@@ -246,7 +250,7 @@ def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
     t = _interleaved_medians_ms(fns, budget_s=0.1)
     rows = [(b, t[(b, "NumPy")], t[(b, "torch")]) for b in candidates]
     print(f"\n**Block size trade-off** (FastH forward+backward, d = {d}, m = {M}; ms)\n")
-    print(f"| block b | NumPy | torch |  (default rule picks b = {hh.default_block(d)})")
+    print(f"| block b | NumPy | torch |  (default rule picks b = {hh.default_block(d, M)})")
     print("|---:|---:|---:|")
     for b, tn, tt in rows:
         print(f"| {b} | {_fmt(tn)} | {_fmt(tt)} |")
@@ -263,7 +267,7 @@ def breakdown(d, dtype, reps=15):
     X = rng.standard_normal((d, M)).astype(dtype)
     G = rng.standard_normal((d, M)).astype(dtype)
     U = hh.householder_product(V)
-    b = hh.default_block(d)
+    b = hh.default_block(d, M)
     nb = -(-d // b)
     flops = {
         "Gram matrices V_j V_jᵀ (in the block build)": 2 * nb * b * b * d,
@@ -339,6 +343,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dims", default="64,128,256,512,1024,2048")
+    parser.add_argument("--m", type=int, default=M, help="columns of X (the issue's table: 32)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--no-sweep", action="store_true", help="skip the block-size sweep")
     parser.add_argument(
@@ -346,6 +351,8 @@ def main():
     )
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
     args = parser.parse_args()
+    global M
+    M = args.m
     torch.set_num_threads(args.threads)
     if args.device != "cpu":
         _SYNC[0] = lambda: torch.cuda.synchronize(args.device)
