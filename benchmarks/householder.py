@@ -196,7 +196,7 @@ def print_tables(dims, r):
     def g(d, *key):
         return r.get((d, *key))
 
-    print("\n**Forward `U X`** (ms, median; m = 32, k = d)\n")
+    print(f"\n**Forward `U X`** (ms, median; m = {M}, k = d)\n")
     print(
         "| d | FastH np | seq np | seq/FastH np | FastH torch | seq torch | seq/FastH torch "
         "| hh_product torch | hh_product/FastH | dense torch | FastH/dense |"
@@ -257,7 +257,7 @@ def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
 
 
 def breakdown(d, dtype, reps=15):
-    """Where one FastH forward+backward spends its time at dimension d (m = 32, k = d, default b).
+    """Where one FastH forward+backward spends its time at dimension d (k = d, default b).
 
     The phases run in training-step order in every repetition (so each sees the cache state it
     has in practice); the Gram matrices are also timed on their own inside the block build.
@@ -340,10 +340,11 @@ def breakdown(d, dtype, reps=15):
 
 
 def main():
+    global M
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dims", default="64,128,256,512,1024,2048")
-    parser.add_argument("--m", type=int, default=M, help="columns of X (the issue's table: 32)")
+    parser.add_argument("--m", type=int, default=32, help="columns of X (the issue's table: 32)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--no-sweep", action="store_true", help="skip the block-size sweep")
     parser.add_argument(
@@ -351,7 +352,6 @@ def main():
     )
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
     args = parser.parse_args()
-    global M
     M = args.m
     torch.set_num_threads(args.threads)
     if args.device != "cpu":
