@@ -183,3 +183,18 @@ def test_random_convolution_geometries_match_the_interpreter(geometry, seed):
     arrays = {"x": rng.normal(size=xs), "w": rng.normal(size=ws)}
     for fn, args in _functions(f, arrays, rng):
         _check(fn, args, np.float64)
+
+
+def test_results_are_new_writeable_arrays_on_every_call():
+    # the kernel hands out a strided view of the plan's own buffer instead of copying it: each
+    # call must get its own buffer, and writing into one result must not touch the next
+    f = define(_conv2d(1, 1))
+    rng = np.random.default_rng(6)
+    arrays = {"x": rng.normal(size=(2, 3, 9, 8)), "w": rng.normal(size=(4, 3, 3, 3))}
+    k = kernel(f, {n: a.shape for n, a in arrays.items()}, np.float64, "numpy")
+    first = k(arrays)
+    first[...] = np.nan
+    second = k(arrays)
+    assert not np.shares_memory(first, second)
+    np.testing.assert_allclose(second, f(**arrays), rtol=1e-12, atol=1e-12)
+    assert not np.isnan(arrays["x"]).any() and not np.isnan(arrays["w"]).any()

@@ -353,7 +353,8 @@ def _matrix_strides(span_r: int, unit_r: int, span_c: int, unit_c: int) -> list[
 class _Plan:
     """The compiled evaluation: per call, the operands' flat arrays, then one matrix product
     per window value (accumulated over summed windows) into a buffer laid out as
-    ``[output windows..., looped output axes..., rows span, columns span]``."""
+    ``[output windows..., looped output axes..., rows span, columns span]``. The result is a
+    strided view of that buffer, new on every call (writeable: no two elements share memory)."""
 
     def __init__(self, a_op, b_op, window, summed, chains, length, ndim, dtype, scale):
         m_chain, n_chain, k_chain, k_loop, out_loop = chains
@@ -518,7 +519,7 @@ class _Plan:
                 self._run_stacked_out(flats, buffer)
             if self.scale != 1:
                 buffer *= self.scale
-            return as_strided(buffer, self.result_shape, self.result_strides, writeable=False)
+            return as_strided(buffer, self.result_shape, self.result_strides)
         buffer = np.empty(self.buffer, dtype=self.dtype)
         tmp = None
         n_out, n_k = self.n_out, self.n_k
@@ -551,4 +552,4 @@ class _Plan:
                     np.matmul(a, b, out=dest)
         if self.scale != 1:
             buffer *= self.scale
-        return as_strided(buffer, self.result_shape, self.result_strides, writeable=False)
+        return as_strided(buffer, self.result_shape, self.result_strides)

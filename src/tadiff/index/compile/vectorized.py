@@ -249,6 +249,9 @@ class _Planner:
         self.env_affine: dict[str, tuple[dict[int, int], int] | None] = {}
         self.axis_len: dict[int, int] = {}
         self.notes: list[str] = []  # lowerings chosen, for the kernel's description
+        # plans whose result is a view of a buffer of their own, made per call: as the kernel's
+        # result it needs no copy (a strided view is fine, the caller gets the only reference)
+        self.fresh: set[int] = set()
         for axis, (var, n) in enumerate(zip(fn.out_vars, out_shape, strict=True)):
             self.env[var] = self._grid(np.arange(n), axis)
             self.env_affine[var] = ({axis: 1}, 0)
@@ -523,6 +526,7 @@ class _Planner:
         if plan is not None:
             names = " * ".join(f.name for f in factors)
             self.notes.append(f"window-unrolled BLAS products for {names}")
+            self.fresh.add(id(plan))
         return plan
 
 
@@ -688,24 +692,28 @@ def lower_numpy(
         with np.errstate(all="ignore"):
             root = planner.plan(fn.body)
         if planner.notes:
-            classes, parts, notes = [], [((), out_shape, root)], planner.notes
+            classes, notes = [], planner.notes
+            parts = [((), out_shape, root, id(root) in planner.fresh)]
     for mapping, slices, sub_shape in classes:
         if 0 in sub_shape:
             continue
         body = substitute(fn.body, mapping) if mapping else fn.body
         planner = _Planner(fn, params, shapes, sub_shape, dtype, body)
         with np.errstate(all="ignore"):
-            parts.append((slices, sub_shape, planner.plan(body)))
+            root = planner.plan(body)
+            parts.append((slices, sub_shape, root, id(root) in planner.fresh))
         notes += [n for n in planner.notes if n not in notes]
     n_out = len(out_shape)
 
     def run(arrays: Arrays) -> np.ndarray:
         out = np.empty(out_shape, dtype=dtype) if len(parts) > 1 else None
         with np.errstate(all="ignore"):
-            for slices, sub_shape, root in parts:
+            for slices, sub_shape, root, fresh in parts:
                 value = root(arrays)
                 value = value.reshape(value.shape[:n_out]) if value.ndim > n_out else value
                 if out is None:
+                    if fresh and value.shape == sub_shape and value.dtype == dtype:
+                        return value
                     return np.array(np.broadcast_to(value, sub_shape), dtype=dtype)
                 out[slices] = value
         return out if out is not None else np.zeros(out_shape, dtype=dtype)
