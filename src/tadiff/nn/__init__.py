@@ -10,6 +10,7 @@ Example:
 
 from tadiff.nn import functional, init
 from tadiff.nn.activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from tadiff.nn.batchnorm import BatchNorm1d, BatchNorm2d
 from tadiff.nn.container import ModuleList, Sequential
 from tadiff.nn.conv import Conv1d, Conv2d
 from tadiff.nn.layers import Dropout, Embedding, LayerNorm
@@ -17,10 +18,15 @@ from tadiff.nn.linear import Identity, Linear
 from tadiff.nn.loss import CrossEntropyLoss, MSELoss, NLLLoss
 from tadiff.nn.module import IncompatibleKeys, Module, Parameter
 from tadiff.nn.orthogonal import LinearSVD, Orthogonal
+from tadiff.nn.pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from tadiff.nn.serialization import load, save
 
 __all__ = [
     "GELU",
+    "AvgPool1d",
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
     "Conv1d",
     "Conv2d",
     "CrossEntropyLoss",
@@ -33,6 +39,8 @@ __all__ = [
     "LinearSVD",
     "LogSoftmax",
     "MSELoss",
+    "MaxPool1d",
+    "MaxPool2d",
     "Module",
     "ModuleList",
     "NLLLoss",

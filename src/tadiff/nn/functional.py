@@ -26,7 +26,9 @@ from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn._functions import ClassPicks, GeluErf, cross_entropy_op
-from tadiff.nn.conv import conv1d, conv2d, pad  # noqa: F401 - torch's F.* names
+from tadiff.nn.batchnorm import batch_norm  # noqa: F401 - torch's F.* names
+from tadiff.nn.conv import conv1d, conv2d, pad  # noqa: F401
+from tadiff.nn.pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: F401
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import AddmmBackward0
 

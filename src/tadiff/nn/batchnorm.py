@@ -1,0 +1,187 @@
+"""Batch normalization: ``batch_norm`` and the ``BatchNorm1d``/``BatchNorm2d`` layers.
+
+In training mode the batch's own mean and (biased) variance normalize it — computed with tadiff
+ops, so gradients flow through the statistics as in torch — and the running estimates move by
+``momentum`` (with the unbiased variance, as torch). In evaluation mode the running estimates
+are constants.
+
+Example:
+    >>> import tadiff as td
+    >>> bn = BatchNorm2d(3)
+    >>> y = bn(td.randn(4, 3, 5, 5))
+    >>> bool(y.mean(dim=(0, 2, 3)).abs().max() < 1e-5), bn.running_var.shape
+    (True, (3,))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tadiff.autograd.grad_mode import no_grad
+from tadiff.autograd.tensor import Tensor
+from tadiff.errors import InputError, ShapeError
+from tadiff.nn.conv import _as_tensor
+from tadiff.nn.module import Module, Parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "batch_norm"]
+
+
+def batch_norm(
+    x: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize each channel (dim 1) of ``x``, like ``torch.nn.functional.batch_norm``.
+
+    Args:
+        x: ``(N, C, *spatial)`` (``(N, C)`` included).
+        running_mean, running_var: ``(C,)`` tensors updated in place when ``training``, used
+            as the statistics otherwise; may be None when ``training``.
+        weight, bias: ``(C,)`` affine parameters or None.
+        training: use the batch's statistics (and update the running ones).
+        momentum: weight of the new batch in the running estimates.
+        eps: added to the variance.
+
+    Returns:
+        ``x`` normalized per channel, scaled and shifted.
+
+    Example:
+        >>> import tadiff as td
+        >>> batch_norm(td.tensor([[1.0], [3.0]]), None, None, training=True).tolist()
+        [[-0.99999...], [0.99999...]]
+    """
+    x = _as_tensor(x, "batch_norm input")
+    if x.data.ndim < 2:
+        raise ShapeError(f"batch_norm: input of shape {x.data.shape}; expected (N, C, *spatial)")
+    channels = x.data.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):  # fmt: skip
+        if t is not None and tuple(t.shape) != (channels,):
+            raise ShapeError(
+                f"batch_norm: {name} of shape {tuple(t.shape)}; expected ({channels},) for an "
+                f"input with {channels} channels"
+            )
+    shape = (1, channels) + (1,) * (x.data.ndim - 2)
+    dims = (0, *range(2, x.data.ndim))
+    if training:
+        count = x.data.size // max(channels, 1)
+        if count < 2:
+            raise ShapeError(
+                f"batch_norm: training needs more than one value per channel, got input of "
+                f"shape {x.data.shape}"
+            )
+        mean = x.mean(dim=dims, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(dim=dims, keepdim=True)
+        if running_mean is not None and running_var is not None:
+            with no_grad():
+                unbiased = var.data.reshape(channels) * (count / (count - 1))
+                running_mean.data *= 1 - momentum
+                running_mean.data += momentum * mean.data.reshape(channels)
+                running_var.data *= 1 - momentum
+                running_var.data += momentum * unbiased
+        out = centered / (var + eps).sqrt()
+    else:
+        if running_mean is None or running_var is None:
+            raise InputError("batch_norm: evaluation mode needs running_mean and running_var")
+        scale = 1.0 / np.sqrt(running_var.data.reshape(shape) + eps)
+        out = (x - Tensor(running_mean.data.reshape(shape))) * Tensor(scale.astype(x.data.dtype))
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+class _BatchNorm(Module):
+    _ranks: tuple[int, ...] = ()
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        dtype: Any = np.float32,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(num_features, int) or num_features < 1:
+            raise InputError(f"{name}: num_features={num_features!r}; expected a positive int")
+        if not 0.0 <= momentum <= 1.0:
+            raise InputError(f"{name}: momentum={momentum}; expected a number in [0, 1]")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(np.ones(num_features, dtype=dtype))
+            self.bias = Parameter(np.zeros(num_features, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype=dtype)))
+            self.register_buffer("running_var", Tensor(np.ones(num_features, dtype=dtype)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+
+    def reset_running_stats(self) -> None:
+        """Running mean back to 0 and running variance to 1."""
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = _as_tensor(x, type(self).__name__)
+        if x.data.ndim not in self._ranks:
+            raise ShapeError(
+                f"{type(self).__name__}: input of shape {x.data.shape}; expected "
+                f"{' or '.join(str(r) for r in self._ranks)} dims"
+            )
+        use_batch = self.training or not self.track_running_stats
+        return batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias,
+            training=use_batch, momentum=self.momentum, eps=self.eps,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, track_running_stats={self.track_running_stats}"
+        )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization over ``(N, C)`` or ``(N, C, L)``; see :func:`batch_norm`.
+
+    Example:
+        >>> import tadiff as td
+        >>> BatchNorm1d(4)(td.randn(8, 4)).shape
+        (8, 4)
+    """
+
+    _ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization over ``(N, C, H, W)``; see :func:`batch_norm`.
+
+    Args:
+        num_features: C.
+        eps: added to the variance.
+        momentum: weight of each new batch in the running estimates.
+        affine: learn a per-channel scale (ones) and shift (zeros).
+        track_running_stats: keep running estimates for evaluation mode; without them the batch
+            statistics are used in both modes.
+        dtype: parameter and buffer dtype.
+    """
+
+    _ranks = (4,)

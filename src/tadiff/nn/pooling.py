@@ -1,0 +1,238 @@
+"""Pooling: ``avg_pool1d/2d`` (index-notation definitions, like the convolutions) and
+``max_pool1d/2d`` (a gather of each window's maximum), with the ``AvgPool*``/``MaxPool*`` layers.
+
+Example:
+    >>> import tadiff as td
+    >>> MaxPool2d(2)(td.randn(1, 3, 8, 8)).shape
+    (1, 3, 4, 4)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from tadiff.autograd.tensor import Tensor
+from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.nn.conv import _as_tensor, _tuple, pad
+from tadiff.nn.module import Module
+
+__all__ = [
+    "AvgPool1d",
+    "AvgPool2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "max_pool1d",
+    "max_pool2d",
+]
+
+_SPATIAL = ("i", "j")
+_WINDOW = ("p", "q")
+
+
+@cache
+def _window_sum(kernel: tuple[int, ...], stride: tuple[int, ...]):
+    """``y[b, c, i, j] = sum[p=0:K, q=0:L](x[b, c, S*i + p, T*j + q])`` for this geometry."""
+    from tadiff.index import define
+
+    dims = len(kernel)
+    out = ", ".join(_SPATIAL[:dims])
+    ranges = ", ".join(f"{w}=0:{k}" for w, k in zip(_WINDOW, kernel, strict=False))
+    reads = ", ".join(f"{s}*{i} + {w}" for s, i, w in zip(stride, _SPATIAL, _WINDOW, strict=False))
+    return define(f"y[b, c, {out}] = sum[{ranges}](x[b, c, {reads}])")
+
+
+def _prepare(
+    dims: int, x: Any, kernel_size: Any, stride: Any, padding: Any, fill: float, where: str
+) -> tuple[Tensor, bool, tuple[int, ...], tuple[int, ...]]:
+    """Checked, batched and padded input; whether a batch axis was added; kernel; stride."""
+    x = _as_tensor(x, f"{where} input")
+    if x.data.dtype.kind != "f":
+        raise DTypeError(f"{where}: input dtype {x.data.dtype}; expected a floating dtype")
+    batched = x.data.ndim == dims + 2
+    if not batched and x.data.ndim != dims + 1:
+        raise ShapeError(
+            f"{where}: input of shape {x.data.shape}; expected {dims + 2} dims (batch, channels, "
+            f"*spatial) or {dims + 1} without the batch"
+        )
+    if not batched:
+        x = x.unsqueeze(0)
+    kernel = _tuple(kernel_size, dims, "kernel_size", where)
+    stride = kernel if stride is None else _tuple(stride, dims, "stride", where)
+    padding = _tuple(padding, dims, "padding", where)
+    if min(kernel + stride) < 1 or min(padding) < 0:
+        raise InputError(
+            f"{where}: kernel_size {kernel} and stride {stride} must be >= 1, padding {padding} "
+            ">= 0"
+        )
+    if any(2 * p > k for p, k in zip(padding, kernel, strict=True)):
+        raise InputError(
+            f"{where}: padding {padding} must be at most half the kernel size {kernel}"
+        )
+    if any(padding):
+        x = pad(x, [w for p in reversed(padding) for w in (p, p)], value=fill)
+    if any(k > n for k, n in zip(kernel, x.data.shape[2:], strict=True)):
+        raise ShapeError(
+            f"{where}: the (padded) input's spatial size {x.data.shape[2:]} is smaller than the "
+            f"kernel {kernel}"
+        )
+    return x, batched, kernel, stride
+
+
+def _avg_pool(dims, x, kernel_size, stride, padding) -> Tensor:
+    where = f"avg_pool{dims}d"
+    x, batched, kernel, stride = _prepare(dims, x, kernel_size, stride, padding, 0.0, where)
+    y = _window_sum(kernel, stride)(x=x) * (1.0 / math.prod(kernel))
+    return y if batched else y.squeeze(0)
+
+
+def _max_pool(dims, x, kernel_size, stride, padding) -> Tensor:
+    where = f"max_pool{dims}d"
+    x, batched, kernel, stride = _prepare(dims, x, kernel_size, stride, padding, -np.inf, where)
+    data = x.data
+    windows = np.lib.stride_tricks.sliding_window_view(data, kernel, axis=tuple(range(2, 2 + dims)))
+    windows = windows[(slice(None), slice(None), *(slice(None, None, s) for s in stride))]
+    flat = windows.reshape(*windows.shape[: 2 + dims], -1)
+    best = flat.argmax(axis=-1)  # first maximum in the window, as torch
+    # the flat position of each maximum in x: window origin plus the offset inside the window
+    offsets = np.unravel_index(best, kernel)
+    grids = np.indices(best.shape, sparse=True)
+    index = [grids[0], grids[1]]
+    for d in range(dims):
+        index.append(grids[2 + d] * stride[d] + offsets[d])
+    y = x[tuple(index)]
+    return y if batched else y.squeeze(0)
+
+
+def avg_pool1d(
+    x: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+) -> Tensor:
+    """Mean over windows of the last dimension, like ``torch.nn.functional.avg_pool1d``.
+
+    ``x``: ``(N, C, L)`` or ``(C, L)``; ``stride`` defaults to ``kernel_size``; zero padding
+    counts in the mean (torch's ``count_include_pad=True``).
+
+    Example:
+        >>> import tadiff as td
+        >>> avg_pool1d(td.arange(6.0).reshape(1, 1, 6), 2).tolist()
+        [[[0.5, 2.5, 4.5]]]
+    """
+    return _avg_pool(1, x, kernel_size, stride, padding)
+
+
+def avg_pool2d(
+    x: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+) -> Tensor:
+    """Mean over windows of the last two dimensions, like ``torch.nn.functional.avg_pool2d``.
+
+    ``x``: ``(N, C, H, W)`` or ``(C, H, W)``; the gradient is derived from the index-notation
+    window sum. Zero padding counts in the mean (torch's default).
+
+    Example:
+        >>> import tadiff as td
+        >>> avg_pool2d(td.ones(1, 2, 4, 4), 2).shape
+        (1, 2, 2, 2)
+    """
+    return _avg_pool(2, x, kernel_size, stride, padding)
+
+
+def max_pool1d(
+    x: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+) -> Tensor:
+    """Maximum over windows of the last dimension, like ``torch.nn.functional.max_pool1d``.
+
+    The gradient goes to the first maximum of each window (as torch); windows that overlap add
+    their gradients. Padding is ``-inf``.
+
+    Example:
+        >>> import tadiff as td
+        >>> max_pool1d(td.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+        [[[3.0, 2.0]]]
+    """
+    return _max_pool(1, x, kernel_size, stride, padding)
+
+
+def max_pool2d(
+    x: Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+) -> Tensor:
+    """Maximum over windows of the last two dimensions, like ``torch.nn.functional.max_pool2d``.
+
+    Example:
+        >>> import tadiff as td
+        >>> max_pool2d(td.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+        [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    return _max_pool(2, x, kernel_size, stride, padding)
+
+
+class _Pool(Module):
+    _dims = 0
+    _fn: Any = None
+
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = _tuple(kernel_size, self._dims, "kernel_size", name)
+        self.stride = (
+            self.kernel_size if stride is None else _tuple(stride, self._dims, "stride", name)
+        )
+        self.padding = _tuple(padding, self._dims, "padding", name)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self)._fn(x, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(_Pool):
+    """Average pooling over ``(N, C, L)``; see :func:`avg_pool1d`."""
+
+    _dims, _fn = 1, staticmethod(avg_pool1d)
+
+
+class AvgPool2d(_Pool):
+    """Average pooling over ``(N, C, H, W)``; see :func:`avg_pool2d`."""
+
+    _dims, _fn = 2, staticmethod(avg_pool2d)
+
+
+class MaxPool1d(_Pool):
+    """Max pooling over ``(N, C, L)``; see :func:`max_pool1d`."""
+
+    _dims, _fn = 1, staticmethod(max_pool1d)
+
+
+class MaxPool2d(_Pool):
+    """Max pooling over ``(N, C, H, W)``; see :func:`max_pool2d`.
+
+    Example:
+        >>> import tadiff as td
+        >>> MaxPool2d(3, stride=2, padding=1)(td.randn(2, 4, 9, 9)).shape
+        (2, 4, 5, 5)
+    """
+
+    _dims, _fn = 2, staticmethod(max_pool2d)

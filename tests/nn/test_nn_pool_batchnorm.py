@@ -1,0 +1,132 @@
+"""Pooling and batch normalization against PyTorch (float64): values, gradients, running
+statistics, train/eval, second derivatives and errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tadiff as td
+from tadiff import nn
+from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.nn import functional as F
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+
+def _grad_pair(ours_fn, theirs_fn, x, seed=0):
+    ours_x = td.tensor(x.copy(), requires_grad=True)
+    theirs_x = torch.from_numpy(x.copy()).requires_grad_(True)
+    ours, theirs = ours_fn(ours_x), theirs_fn(theirs_x)
+    upstream = np.random.default_rng(seed).standard_normal(tuple(theirs.shape))
+    (ours * td.tensor(upstream)).sum().backward()
+    (theirs * torch.from_numpy(upstream)).sum().backward()
+    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ours_x.grad.data, theirs_x.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    dims=st.sampled_from([1, 2]),
+    kind=st.sampled_from(["max", "avg"]),
+)
+def test_pooling_matches_torch_on_random_geometries(data, dims, kind):
+    kernel = tuple(data.draw(st.integers(1, 3)) for _ in range(dims))
+    stride = tuple(data.draw(st.integers(1, 3)) for _ in range(dims))
+    padding = tuple(data.draw(st.integers(0, k // 2)) for k in kernel)
+    size = tuple(data.draw(st.integers(k, 8)) for k in kernel)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    # distinct values, so every window has one maximum (ties have their own test)
+    x = rng.permutation(np.arange(2 * 3 * int(np.prod(size)), dtype=np.float64))
+    x = x.reshape(2, 3, *size) / 7.0
+    ours = getattr(F, f"{kind}_pool{dims}d")
+    theirs = getattr(TF, f"{kind}_pool{dims}d")
+    args = dict(kernel_size=kernel, stride=stride, padding=padding)
+    _grad_pair(lambda t: ours(t, **args), lambda t: theirs(t, **args), x)
+
+
+def test_max_pool_ties_and_overlaps_route_the_gradient_like_torch():
+    x = np.zeros((1, 1, 4, 4))
+    x[0, 0, 1, 1] = 1.0  # in four overlapping 2x2 windows (stride 1)
+    _grad_pair(lambda t: F.max_pool2d(t, 2, stride=1), lambda t: TF.max_pool2d(t, 2, stride=1), x)
+    ties = np.ones((1, 2, 4))  # every window all ties: the first element wins
+    _grad_pair(lambda t: F.max_pool1d(t, 2), lambda t: TF.max_pool1d(t, 2), ties)
+
+
+def test_pooling_layers_unbatched_and_second_order():
+    x = td.tensor(np.random.default_rng(1).standard_normal((3, 6, 6)), requires_grad=True)
+    assert nn.MaxPool2d(2)(x).shape == (3, 3, 3) and nn.AvgPool2d(3, 1, 1)(x).shape == (3, 6, 6)
+    assert nn.AvgPool1d(2)(td.ones(2, 5)).shape == (2, 2)
+    assert td.autograd.gradgradcheck(lambda t: F.avg_pool2d(t, 2, 1) ** 2, (x,))
+    assert td.autograd.gradgradcheck(lambda t: F.max_pool2d(t, 2) ** 2, (x,))
+    assert "kernel_size=(2, 2)" in repr(nn.MaxPool2d(2))
+
+
+def _torch_bn(ours, cls):
+    theirs = cls(ours.num_features, eps=ours.eps, momentum=ours.momentum).double()
+    with torch.no_grad():
+        theirs.weight.copy_(torch.from_numpy(ours.weight.data))
+        theirs.bias.copy_(torch.from_numpy(ours.bias.data))
+    return theirs
+
+
+@pytest.mark.parametrize(
+    ("ours_cls", "theirs_cls", "shape"),
+    [
+        (nn.BatchNorm1d, torch.nn.BatchNorm1d, (6, 4)),
+        (nn.BatchNorm1d, torch.nn.BatchNorm1d, (5, 4, 3)),
+        (nn.BatchNorm2d, torch.nn.BatchNorm2d, (3, 4, 5, 2)),
+    ],
+)
+def test_batch_norm_matches_torch_in_train_and_eval(ours_cls, theirs_cls, shape):
+    rng = np.random.default_rng(2)
+    ours = ours_cls(4, momentum=0.3, dtype=np.float64)
+    ours.weight.data[:] = rng.uniform(0.5, 2, 4)
+    ours.bias.data[:] = rng.standard_normal(4)
+    theirs = _torch_bn(ours, theirs_cls)
+    for step in range(3):  # running statistics follow torch's over several batches
+        x = rng.standard_normal(shape) * 3 + step
+        _grad_pair(ours, theirs, x, seed=step)
+        for p, q in ((ours.weight, theirs.weight), (ours.bias, theirs.bias)):
+            np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-10, atol=1e-12)
+            p.grad, q.grad = None, None
+        np.testing.assert_allclose(ours.running_mean.data, theirs.running_mean.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(ours.running_var.data, theirs.running_var.numpy(), rtol=1e-12)
+    ours.eval(), theirs.eval()
+    _grad_pair(ours, theirs, rng.standard_normal(shape))
+    assert ours.state_dict().keys() == {"weight", "bias", "running_mean", "running_var"}
+
+
+def test_batch_norm_without_running_stats_or_affine_and_twice_differentiable():
+    rng = np.random.default_rng(3)
+    ours = nn.BatchNorm2d(2, affine=False, track_running_stats=False, dtype=np.float64).eval()
+    theirs = torch.nn.BatchNorm2d(2, affine=False, track_running_stats=False).double().eval()
+    _grad_pair(ours, theirs, rng.standard_normal((3, 2, 2, 2)))
+    x = td.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    w = td.tensor(rng.uniform(0.5, 2, 3), requires_grad=True)
+    fn = lambda x, w: F.batch_norm(x, None, None, w, None, training=True)  # noqa: E731
+    assert td.autograd.gradcheck(fn, (x, w))
+    assert td.autograd.gradgradcheck(fn, (x, w))
+
+
+def test_pool_and_batch_norm_errors():
+    with pytest.raises(ShapeError, match=r"spatial size \(2, 2\) is smaller than the kernel"):
+        F.max_pool2d(td.ones(1, 1, 2, 2), 3)
+    with pytest.raises(InputError, match="at most half the kernel size"):
+        F.avg_pool2d(td.ones(1, 1, 6, 6), 2, padding=2)
+    with pytest.raises(ShapeError, match=r"input of shape \(6, 6\); expected 4 dims"):
+        F.max_pool2d(td.ones(6, 6), 2)
+    with pytest.raises(DTypeError, match="expected a floating dtype"):
+        F.max_pool1d(td.tensor(np.ones((1, 1, 4), dtype=np.int64)), 2)
+    with pytest.raises(ShapeError, match=r"BatchNorm2d: input of shape \(2, 3\); expected 4 dims"):
+        nn.BatchNorm2d(3)(td.ones(2, 3))
+    with pytest.raises(ShapeError, match=r"weight of shape \(2,\); expected \(3,\)"):
+        F.batch_norm(td.ones(4, 3), None, None, td.ones(2), training=True)
+    with pytest.raises(ShapeError, match="more than one value per channel"):
+        nn.BatchNorm1d(3)(td.ones(1, 3))
+    with pytest.raises(InputError, match="needs running_mean and running_var"):
+        F.batch_norm(td.ones(4, 3), None, None)
+    with pytest.raises(InputError, match="momentum=2"):
+        nn.BatchNorm1d(3, momentum=2)
