@@ -198,3 +198,40 @@ def test_results_are_new_writeable_arrays_on_every_call():
     assert not np.shares_memory(first, second)
     np.testing.assert_allclose(second, f(**arrays), rtol=1e-12, atol=1e-12)
     assert not np.isnan(arrays["x"]).any() and not np.isnan(arrays["w"]).any()
+
+
+VARIANTS = [
+    # operand order, channels-last layout, per-batch weights (no stacking), depthwise, a
+    # flipped (negative) index, 3-D, two long signals, unequal strides, constant factors
+    (
+        "y[b,o,h,v] = sum[c,i,j](w[o,c,i,j] * x[b,c,h+i,v+j])",
+        {"x": (2, 3, 9, 8), "w": (4, 3, 3, 3)},
+    ),
+    (
+        "y[b,h,v,o] = sum[c,i,j](x[b,h+i,v+j,c] * w[i,j,c,o])",
+        {"x": (2, 9, 8, 3), "w": (3, 3, 3, 4)},
+    ),
+    ("y[b,o,t] = sum[c,k](x[b,c,t+k] * w[b,o,c,k])", {"x": (3, 2, 11), "w": (3, 4, 2, 3)}),
+    ("y[b,c,t] = sum[k](x[b,c,t+2*k] * w[c,k])", {"x": (2, 5, 13), "w": (5, 3)}),
+    ("y[t] = sum[k](x[t-k+2] * w[k])", {"x": (12,), "w": (3,)}),
+    (
+        "y[b,o,d,h,v] = sum[c,i,j,l](x[b,c,d+l,h+i,v+j] * w[o,c,l,i,j])",
+        {"x": (2, 2, 5, 6, 7), "w": (3, 2, 2, 3, 2)},
+    ),
+    ("y[i:12,j:10] = sum[k=0:5](a[i+k] * b[j+k])", {"a": (16,), "b": (14,)}),
+    (
+        "y[b,o,h,v] = sum[c,i,j](x[b,c,3*h+i,2*v+2*j] * w[o,c,i,j])",
+        {"x": (2, 3, 14, 13), "w": (4, 3, 3, 3)},
+    ),
+    ("y[b,o,t] = sum[c,k](-x[b,c,t+k] * w[o,c,k] * 2) * 3", {"x": (2, 3, 11), "w": (4, 3, 3)}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize(("source", "shapes"), VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_layout_and_index_variants_match_the_interpreter(source, shapes, dtype):
+    rng = np.random.default_rng(7)
+    f = define(source)
+    arrays = {n: rng.normal(size=s) for n, s in shapes.items()}
+    for fn, args in _functions(f, arrays, rng):
+        assert _WINDOW in _check(fn, args, dtype), f"{fn} fell back to the general path"
