@@ -30,3 +30,12 @@ def test_compare_with_torch_agrees(capsys, dtype, optimizer):
     module = _load("compare_with_torch")
     assert module.main(["--dtype", dtype, "--optimizer", optimizer, "--epochs", "3"]) == 0
     assert "agree within" in capsys.readouterr().out
+
+
+def test_cnn_shapes_reaches_its_stated_accuracy(capsys):
+    module = _load("cnn_shapes")
+    assert module.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.count("train acc") == 12  # one line per epoch
+    final = float(out.split("final test accuracy ")[1].split("%")[0]) / 100
+    assert final >= module.TARGET_ACCURACY
