@@ -250,7 +250,8 @@ def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
     t = _interleaved_medians_ms(fns, budget_s=0.1)
     rows = [(b, t[(b, "NumPy")], t[(b, "torch")]) for b in candidates]
     print(f"\n**Block size trade-off** (FastH forward+backward, d = {d}, m = {M}; ms)\n")
-    print(f"| block b | NumPy | torch |  (default rule picks b = {hh.default_block(d, M)})")
+    print(f"The default rule picks b = {hh.default_block(d, M)}.\n")
+    print("| block b | NumPy | torch |")
     print("|---:|---:|---:|")
     for b, tn, tt in rows:
         print(f"| {b} | {_fmt(tn)} | {_fmt(tt)} |")
