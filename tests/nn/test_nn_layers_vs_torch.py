@@ -1,6 +1,8 @@
 """Layers and activations against PyTorch: same weights and input -> same output and gradients
 (float64, so differences are rounding only)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -106,9 +108,31 @@ def test_activations(ours, theirs):
     _compare(ours, theirs, x)
 
 
-def test_gelu_tanh_is_twice_differentiable():
-    x = td.tensor(RNG.standard_normal(5), requires_grad=True)
-    assert td.autograd.gradgradcheck(lambda t: F.gelu(t, approximate="tanh"), (x,))
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_is_twice_differentiable(approximate):
+    x = td.tensor(RNG.standard_normal(5) * 2, requires_grad=True)
+    assert td.autograd.gradgradcheck(lambda t: F.gelu(t, approximate=approximate), (x,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_gelu_matches_torch_over_a_wide_range(dtype):
+    x = np.concatenate([np.linspace(-12, 12, 2001), [0.0, -0.0]]).astype(dtype)
+    ours, theirs = td.tensor(x, requires_grad=True), torch.from_numpy(x).requires_grad_(True)
+    out, expected = F.gelu(ours), torch.nn.functional.gelu(theirs)
+    out.sum().backward()
+    expected.sum().backward()
+    assert out.dtype == dtype
+    tol = 2e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ours.grad.data, theirs.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_exact_gelu_keeps_relative_accuracy_in_the_negative_tail():
+    # x Phi(x) for x = -10 is -7.6e-23: 1 + erf(x/sqrt 2) would round to 0 there
+    x = np.array([-10.0, -20.0, -30.0])
+    expected = [v * 0.5 * math.erfc(-v / math.sqrt(2)) for v in x]
+    # relative error about z² ulp (z = x/sqrt 2: the rounding of z² inside exp), 1e-13 at -30
+    np.testing.assert_allclose(F.gelu(td.tensor(x)).data, expected, rtol=3e-13)
 
 
 @pytest.mark.parametrize(("affine", "bias"), [(True, True), (True, False), (False, False)])

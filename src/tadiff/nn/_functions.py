@@ -1,4 +1,4 @@
-"""The single-node ops behind ``F.cross_entropy`` and the exact ``F.gelu``.
+"""The single-node op behind ``F.cross_entropy``.
 
 ``cross_entropy`` is one recorded op for speed (``CrossEntropyBackward0``, one node instead of
 six). Its backward runs on raw arrays in a plain backward pass and with tadiff ops when the pass
@@ -8,13 +8,11 @@ primitive op of the engine, ``AddmmBackward0``.) The exact GELU is an autograd F
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 import tadiff as td
-from tadiff.autograd.function import Function, once_differentiable
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.ops._common import needs_grad
@@ -134,31 +132,3 @@ class CrossEntropyBackward0(OpNode):
 
     __slots__ = ()
     vjps = (_cross_entropy_vjp,)
-
-
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-class GeluErf(Function):
-    """``x * Phi(x)`` with the standard normal CDF ``Phi``, first order only.
-
-    NumPy has no erf ufunc, so ``math.erf`` runs per element: exact, but slow on large tensors
-    (``F.gelu(x, approximate="tanh")`` is vectorized and differentiable to any order).
-    """
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor) -> np.ndarray:
-        data = x.data
-        cdf = (0.5 * (1.0 + _erf(data / math.sqrt(2.0)))).astype(data.dtype)
-        ctx.save_for_backward(x)
-        ctx.cdf = cdf
-        return data * cdf
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: Any) -> np.ndarray:
-        (x,) = ctx.saved_tensors
-        data = x.data if isinstance(x, Tensor) else x
-        grad = grad.data if isinstance(grad, Tensor) else grad
-        pdf = (np.exp(-0.5 * data * data) / math.sqrt(2.0 * math.pi)).astype(data.dtype)
-        return grad * (ctx.cdf + data * pdf)

@@ -2,9 +2,8 @@
 
 Most functions are compositions of differentiable tadiff ops, so their gradients (and gradients
 of gradients) come from the engine. For speed, ``linear`` and ``cross_entropy`` are one recorded
-op each (``AddmmBackward0``, ``CrossEntropyBackward0``), both differentiable again; ``gelu`` with
-the exact ``erf`` form is an autograd Function (first order). Losses take raw scores (logits)
-and are computed stably through a shifted log-sum-exp.
+op each (``AddmmBackward0``, ``CrossEntropyBackward0``), both differentiable again. Losses take
+raw scores (logits) and are computed stably through a shifted log-sum-exp.
 
 Example:
     >>> import tadiff as td
@@ -25,7 +24,7 @@ import tadiff as td
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
-from tadiff.nn._functions import ClassPicks, GeluErf, cross_entropy_op
+from tadiff.nn._functions import ClassPicks, cross_entropy_op
 from tadiff.nn.batchnorm import batch_norm  # noqa: F401 - torch's F.* names
 from tadiff.nn.conv import conv1d, conv2d, pad  # noqa: F401
 from tadiff.nn.pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: F401
@@ -33,6 +32,7 @@ from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import AddmmBackward0
 
 _REDUCTIONS = ("mean", "sum", "none")
+_SQRT_HALF = math.sqrt(0.5)
 
 
 def _tensor(x: Any, name: str) -> Tensor:
@@ -127,8 +127,9 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
 
     Args:
         x: any shape, floating dtype.
-        approximate: ``"none"`` (exact, via erf; first-order gradients only) or ``"tanh"``
-            (``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, differentiable to any order).
+        approximate: ``"none"`` (exact: ``x * erfc(-x / sqrt(2)) / 2``, accurate also in the
+            negative tail) or ``"tanh"`` (``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``).
+            Both are differentiable to any order.
 
     Example:
         >>> gelu(td.tensor([0.0, 1.0]), approximate="tanh")
@@ -136,7 +137,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """
     x = _tensor(x, "gelu")
     if approximate == "none":
-        return GeluErf.apply(x)
+        return x * (td.erfc(x * -_SQRT_HALF) * 0.5)
     if approximate == "tanh":
         inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
         return x * 0.5 * (inner.tanh() + 1.0)

@@ -23,6 +23,8 @@ from tadiff.ops.elementwise import (
     cos,
     div,
     eq,
+    erf,
+    erfc,
     exp,
     expm1,
     ge,
@@ -161,11 +163,11 @@ tensor_methods.install()
 
 __all__ = [
     "abs", "add", "amax", "amin", "argmax", "argmin", "broadcast_to", "cat", "chunk", "clamp",
-    "clone", "concatenate", "contiguous", "cos", "div", "einsum", "eq", "exp", "expand", "expm1",
-    "flatten", "flip", "gather", "ge", "getitem", "gt", "index_put", "index_scatter", "le", "log",
-    "log1p", "log_softmax", "logical_not", "logsumexp", "lt", "matmul", "max", "maximum", "mean",
-    "min", "minimum", "moveaxis", "mul", "ne", "neg", "norm", "permute", "pow", "prod", "relu",
-    "reshape", "scatter_add", "sigmoid", "sign", "sin", "softmax", "split", "sqrt", "squeeze",
-    "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "to", "transpose", "tril", "triu",
-    "unbind", "unsqueeze", "var", "view", "where",
+    "clone", "concatenate", "contiguous", "cos", "div", "einsum", "eq", "erf", "erfc", "exp",
+    "expand", "expm1", "flatten", "flip", "gather", "ge", "getitem", "gt", "index_put",
+    "index_scatter", "le", "log", "log1p", "log_softmax", "logical_not", "logsumexp", "lt",
+    "matmul", "max", "maximum", "mean", "min", "minimum", "moveaxis", "mul", "ne", "neg", "norm",
+    "permute", "pow", "prod", "relu", "reshape", "scatter_add", "sigmoid", "sign", "sin",
+    "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh",
+    "to", "transpose", "tril", "triu", "unbind", "unsqueeze", "var", "view", "where"
 ]  # fmt: skip

@@ -20,6 +20,7 @@ returned index.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,8 @@ from tadiff.autograd.graph import MultiOutputNode, Node
 from tadiff.ops._dual import ARRAY, GRAPH, keepdim_shape
 
 VJP = Callable[..., Any]
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 class OpNode(Node):
@@ -237,6 +240,8 @@ SinBackward0 = _node("SinBackward0", lambda F, g, x: g * F.cos(x))
 CosBackward0 = _node("CosBackward0", lambda F, g, x: -g * F.sin(x))
 TanBackward0 = _node("TanBackward0", lambda F, g, r: g * (r * r + 1))
 TanhBackward0 = _node("TanhBackward0", lambda F, g, r: g * (1 - r * r))
+ErfBackward0 = _node("ErfBackward0", lambda F, g, x: g * (_TWO_OVER_SQRT_PI * F.exp(-(x * x))))
+ErfcBackward0 = _node("ErfcBackward0", lambda F, g, x: g * (-_TWO_OVER_SQRT_PI * F.exp(-(x * x))))
 SigmoidBackward0 = _node("SigmoidBackward0", lambda F, g, r: g * r * (1 - r))
 ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, F.data(r) > 0, g))
 SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))

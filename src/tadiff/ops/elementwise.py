@@ -23,6 +23,7 @@ import numpy as np
 from tadiff.errors import DTypeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, record, scalar_array
+from tadiff.ops._erf import erf_array, erfc_array
 
 _ndarray = np.ndarray
 _PY_SCALARS = (int, float)
@@ -222,6 +223,8 @@ sin = _unary("sin", np.sin, d.SinBackward0, "input")
 cos = _unary("cos", np.cos, d.CosBackward0, "input")
 tan = _unary("tan", np.tan, d.TanBackward0, "result")
 tanh = _unary("tanh", np.tanh, d.TanhBackward0, "result")
+erf = _unary("erf", erf_array, d.ErfBackward0, "input")
+erfc = _unary("erfc", erfc_array, d.ErfcBackward0, "input")
 sigmoid = _unary("sigmoid", _sigmoid, d.SigmoidBackward0, "result")
 relu = _unary("relu", lambda x: np.maximum(x, 0), d.ReluBackward0, "result")
 sqrt = _unary("sqrt", np.sqrt, d.SqrtBackward0, "result")

@@ -87,6 +87,8 @@ _METHODS: dict[str, Any] = {
     "matmul": linalg.matmul,
     "mm": linalg.matmul,
     "exp": ew.exp,
+    "erf": ew.erf,
+    "erfc": ew.erfc,
     "log": ew.log,
     "log1p": ew.log1p,
     "expm1": ew.expm1,
