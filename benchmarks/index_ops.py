@@ -43,6 +43,9 @@ SIZES = {
 
 
 def _median_time(fn, repeats: int) -> float:
+    # let the other library's idle worker threads stop spinning first: OpenBLAS's workers keep
+    # a core busy for a while after each product, which would slow a torch step that follows
+    time.sleep(0.3)
     fn()  # warm: compile, caches, allocator
     times = []
     for _ in range(repeats):

@@ -235,3 +235,20 @@ def test_layout_and_index_variants_match_the_interpreter(source, shapes, dtype):
     arrays = {n: rng.normal(size=s) for n, s in shapes.items()}
     for fn, args in _functions(f, arrays, rng):
         assert _WINDOW in _check(fn, args, dtype), f"{fn} fell back to the general path"
+
+
+def test_gradients_read_broadcast_and_strided_arguments_by_value():
+    # the engine's gradient of y.sum() is a broadcast of ones (stride 0): the weight gradient
+    # copies it straight into its zero-filled buffer, the input gradient pads it
+    f = define(_conv2d(1, 1))
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(3, 2, 10, 9))[::-1]  # negative batch stride
+    w = rng.normal(size=(4, 2, 3, 3))
+    dy = np.broadcast_to(np.float64(1.5), f.output_shape(x=x.shape, w=w.shape))
+    for name in ("x", "w"):
+        grad = f.grad(name)
+        args = {n: {"x": x, "w": w, "dy": dy}[n] for n in grad.args}
+        k = kernel(grad, {n: a.shape for n, a in args.items()}, np.float64, "numpy")
+        assert _WINDOW in k.source
+        reference = grad(**{n: np.array(a) for n, a in args.items()})
+        np.testing.assert_allclose(k(args), reference, rtol=1e-12, atol=1e-12)

@@ -219,6 +219,7 @@ def _relayout(op: _Operand, chain: list[int], ratios: list[int], span: int, leng
         new[a] = step
         step *= length(a)
     axes = others + chain
+    op.relayout_axes = axes
     op.relayout = (
         op.base,
         (*(length(a) for a in others), span),
@@ -430,9 +431,14 @@ class _Plan:
 
     def _flat(self, op: _Operand, arrays: Arrays) -> np.ndarray:
         """The operand's array, padded or relaid out, as one flat contiguous array."""
-        array = np.ascontiguousarray(arrays[op.name], dtype=self.dtype)
+        array = np.asarray(arrays[op.name], dtype=self.dtype)
+        if op.relayout is not None and op.pads is None and op.phases is None:
+            # read straight from the argument, whatever its strides (a gradient of ones is a
+            # broadcast): one copy, into the zero-filled buffer
+            return self._relayout(op, array)
         if op.pads is not None:
-            array = np.pad(array, op.pads)
+            array = np.pad(array, op.pads)  # new and contiguous, whatever the input's layout
+        array = np.ascontiguousarray(array)
         if op.phases is not None:
             # x[g*q + r] -> phase[r, q]: one copy, phase axes first
             split = []
@@ -452,6 +458,26 @@ class _Plan:
         buffer = np.zeros(shape, dtype=self.dtype)
         target = as_strided(buffer, view, tuple(s * item for s in new))
         target[...] = as_strided(flat[base:], view, tuple(s * item for s in native))
+        return buffer.reshape(-1)
+
+    def _relayout(self, op: _Operand, array: np.ndarray) -> np.ndarray:
+        """``op``'s zero-filled buffer filled from its unpadded, unsplit argument."""
+        _, shape, view, _, new = op.relayout
+        strides = []
+        for a in op.relayout_axes:
+            strides.append(
+                sum(
+                    k * array.strides[d]
+                    for d, (co, _) in enumerate(op.forms)
+                    for b, k in co.items()
+                    if b == a
+                )
+            )
+        start = array[tuple(slice(c, None) for _, c in op.forms)]
+        item = self.dtype.itemsize
+        buffer = np.zeros(shape, dtype=self.dtype)
+        target = as_strided(buffer, view, tuple(s * item for s in new))
+        target[...] = as_strided(start, view, tuple(strides), writeable=False)
         return buffer.reshape(-1)
 
     def _matrices(self, flats, offsets) -> list[np.ndarray]:
