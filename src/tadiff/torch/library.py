@@ -318,7 +318,9 @@ def householder_apply(
         >>> bool(torch.allclose(Y @ Y.T, torch.eye(4, dtype=torch.float64)))
         True
     """
-    _, _, b = _check_inputs(V, X, block)
+    # the block rule differs when a gradient wrt V will be computed (see default_block)
+    backward = torch.is_grad_enabled() and V.requires_grad
+    _, _, b = _check_inputs(V, X, block, backward=backward)
     return _householder_op(V, X, b, bool(transpose))
 
 
