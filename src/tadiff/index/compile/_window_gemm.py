@@ -89,6 +89,7 @@ class _Operand:
     def __init__(self, name: str, shape, forms: list[Form], length, window: set[int]):
         self.name, self.forms = name, forms
         pads, phases = [], []
+        self.used: list[list[int]] = []
         for n, (coeffs, const) in zip(shape, forms, strict=True):
             low = const + sum(min(0, k * (length(a) - 1)) for a, k in coeffs.items())
             high = const + sum(max(0, k * (length(a) - 1)) for a, k in coeffs.items())
@@ -98,12 +99,21 @@ class _Operand:
             hi += -(n + lo + hi) % g  # whole phases
             pads.append((lo, hi))
             phases.append(g)
+            # the phases the window values reach (x[2*h + 2*i] reads only phase 0)
+            axes = [a for a in coeffs if a in window]
+            values = itertools.product(*(range(length(a)) for a in axes))
+            reached = {
+                (const + lo + sum(coeffs[a] * v for a, v in zip(axes, vs, strict=True))) % g
+                for vs in values
+            }
+            self.used.append(sorted(reached))
         padded = [n + lo + hi for n, (lo, hi) in zip(shape, pads, strict=True)]
         self.pads = pads if any(lo or hi for lo, hi in pads) else None
         self.phases = phases if any(g > 1 for g in phases) else None
         self.pad_low = [lo for lo, _ in pads]
-        # prepared layout: the phase axes first, then every dimension divided by its phases
-        dims = [g for g in phases if g > 1] + [n // g for n, g in zip(padded, phases, strict=True)]
+        # prepared layout: the reached phases first, then every dimension divided by its phases
+        dims = [len(r) for g, r in zip(phases, self.used, strict=True) if g > 1]
+        dims += [n // g for n, g in zip(padded, phases, strict=True)]
         steps = [int(np.prod(dims[k + 1 :], dtype=np.int64)) for k in range(len(dims))]
         n_ph = len(dims) - len(shape)
         phase_step = iter(steps[:n_ph])
@@ -128,15 +138,16 @@ class _Operand:
         if self.relayout is not None:
             return 0
         total = 0
-        for (coeffs, const), lo, g, (ph, q) in zip(
+        for (coeffs, const), lo, g, used, (ph, q) in zip(
             self.forms,
             self.pad_low,
             self.phases or [1] * len(self.forms),
+            self.used,
             self.dim_steps,
             strict=True,
         ):
             u = const + lo + sum(k * at.get(a, 0) for a, k in coeffs.items() if a in at)
-            total += (u % g) * ph + (u // g) * q
+            total += (used.index(u % g) if g > 1 else 0) * ph + (u // g) * q
         return total
 
     def depends(self, window: set[int]) -> bool:
@@ -447,6 +458,11 @@ class _Plan:
             array = array.reshape(split)
             at = list(itertools.accumulate(2 if g > 1 else 1 for g in op.phases))
             firsts = [at[d] - 1 for d, g in enumerate(op.phases) if g > 1]
+            for d, g in enumerate(op.phases):
+                if g > 1 and len(op.used[d]) < g:  # only the phases some window value reads
+                    used, axis = op.used[d], at[d] - 1
+                    pick = slice(used[0], used[0] + 1) if len(used) == 1 else used
+                    array = array[(slice(None),) * axis + (pick,)]
             rest = [k for k in range(len(split)) if k not in firsts]
             array = np.ascontiguousarray(array.transpose(firsts + rest))
         flat = array.reshape(-1)
