@@ -82,7 +82,9 @@ class _Operand:
         phases: per dimension its factor ``g`` (1: not split), or None when nothing is split.
         stride: non-window axis -> element stride in the prepared array.
         relayout: set when the operand is copied per call into a zero-filled buffer:
-            (native base, buffer shape, view shape, native strides, buffer strides).
+            (native base, buffer shape, view shape, native strides, buffer strides), the view
+            axes in ``relayout_axes``.
+        used: per dimension, the phases some window value reads (all of them are split off).
         copy: the operand's matrices are made contiguous per call (a small, non-BLAS view).
     """
 
@@ -130,6 +132,7 @@ class _Operand:
                         stride[a] = stride.get(a, 0) + (k // g) * q
         self.stride = {a: s for a, s in stride.items() if s}
         self.relayout: tuple | None = None
+        self.relayout_axes: list[int] = []  # buffer order of the relaid-out axes
         self.copy = False
         self.base = self.offset({})
 
@@ -284,8 +287,8 @@ def plan_window_gemm(
     in_a, in_b = (set(op.stride) - window for op in ops)
     if (in_a ^ in_b) & summed:
         return None  # a sum variable in one factor only: not a matrix product
-    # the factor with the innermost output axis gives the columns, so the result comes out in
-    # (nearly) output order and the final crop copies along memory
+    # the factor with the innermost output axis gives the columns, so the result view comes out
+    # in (nearly) output order: what reads it next reads along memory
     if max((in_a | in_b) - summed, default=-1) in in_a - in_b:
         ops, in_a, in_b = ops[::-1], in_b, in_a
     a_op, b_op = ops
