@@ -84,7 +84,7 @@ class _Operand:
         relayout: set when the operand is copied per call into a zero-filled buffer:
             (native base, buffer shape, view shape, native strides, buffer strides), the view
             axes in ``relayout_axes``.
-        used: per dimension, the phases some window value reads (all of them are split off).
+        used: per dimension, the phases some window value reads (only those are split off).
         copy: the operand's matrices are made contiguous per call (a small, non-BLAS view).
     """
 
