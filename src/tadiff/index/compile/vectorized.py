@@ -12,8 +12,11 @@ Two lowerings, chosen per definition by :func:`lower_numpy`:
   window ``max(0, ceil((p-K+1)/2)) <= t <= min(T-1, floor(p/2))`` of a strided convolution's input
   gradient) the axis runs over ``t = lower(p) + j`` for ``j < max(upper - lower) + 1`` and a mask
   drops the ``j`` past each element's own upper bound, so the work is the widest window, not
-  the whole range. A sum of a product of accesses goes through ``einsum`` over all its axes at
-  once (mask included), so a convolution is an im2col gather plus a BLAS contraction.
+  the whole range. A sum of a product of two accesses that couple long and short variables
+  (a convolution) is window-unrolled into BLAS products of strided views without an im2col
+  copy (:mod:`~tadiff.index.compile._window_gemm`); any other sum of a product of accesses goes
+  through one batched contraction over all its axes at once (mask included): an im2col gather
+  plus BLAS.
 
 Everything that depends on shapes only (grids, bounds, masks, gather indices) is computed in
 the compile step, once per shape; a call only gathers and does arithmetic. Gather indices are
