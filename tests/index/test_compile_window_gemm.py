@@ -4,7 +4,8 @@ Convolutions (1-D and 2-D, stride and dilation 1 and 2, odd sizes, clamped "same
 ``where`` conditions) are compared, forward and both gradients, in float64 and float32, with
 the reference interpreter and with ``torch.nn.functional`` convolutions (autograd through the
 engine). The kernel's description says which lowering it used: the cases that must take the
-new one assert it, so a silent fallback to im2col fails here. Hypothesis draws random
+new one assert it, so a silent fallback to im2col fails here (the cost model that keeps tiny
+products on im2col is switched off here; one test checks it on its own). Hypothesis draws random
 geometries (sizes, kernel, stride, dilation, trailing input elements no output reads).
 """
 
@@ -17,9 +18,20 @@ from hypothesis import strategies as st
 
 import tadiff as td
 from tadiff.index import define
-from tadiff.index.compile import kernel
+from tadiff.index.compile import _window_gemm
+from tadiff.index.compile.vectorized import lower_numpy
 
 _WINDOW = "window-unrolled BLAS"
+
+
+@pytest.fixture(autouse=True)
+def _small_sizes_take_the_window_lowering(monkeypatch):
+    # at these test sizes the cost model would keep most convolutions on im2col (too little
+    # arithmetic per NumPy call); the lowering under test is the window one, so switch it off.
+    # Kernels are built with lower_numpy, outside the cache, so nothing leaks to other tests.
+    monkeypatch.setattr(_window_gemm, "_MIN_FLOPS_PER_CALL", 0)
+
+
 _TOL = {np.float64: 1e-12, np.float32: 2e-5}
 
 
@@ -44,7 +56,7 @@ def _functions(f, arrays, rng):
 def _check(fn, arrays, dtype) -> str:
     """The NumPy kernel agrees with the interpreter; returns the kernel's description."""
     typed = {n: a.astype(dtype) for n, a in arrays.items()}
-    k = kernel(fn, {n: a.shape for n, a in typed.items()}, dtype, "numpy")
+    k = lower_numpy(fn, {n: a.shape for n, a in typed.items()}, dtype)
     got = k(typed)
     # the oracle on the rounded inputs: what is compared is the kernel's arithmetic
     reference = fn(**{n: a.astype(np.float64) for n, a in typed.items()})
@@ -116,7 +128,7 @@ def test_non_contiguous_arguments_are_read_by_value():
     rng = np.random.default_rng(3)
     x = np.asfortranarray(rng.normal(size=(2, 3, 11, 9)))
     w = rng.normal(size=(3, 4, 3, 3)).transpose(1, 0, 2, 3)  # a transposed view
-    k = kernel(f, {"x": x.shape, "w": w.shape}, np.float64, "numpy")
+    k = lower_numpy(f, {"x": x.shape, "w": w.shape}, np.float64)
     assert _WINDOW in k.source
     np.testing.assert_allclose(k({"x": x, "w": w}), f(x=x, w=w), rtol=1e-12, atol=1e-12)
 
@@ -191,7 +203,7 @@ def test_results_are_new_writeable_arrays_on_every_call():
     f = define(_conv2d(1, 1))
     rng = np.random.default_rng(6)
     arrays = {"x": rng.normal(size=(2, 3, 9, 8)), "w": rng.normal(size=(4, 3, 3, 3))}
-    k = kernel(f, {n: a.shape for n, a in arrays.items()}, np.float64, "numpy")
+    k = lower_numpy(f, {n: a.shape for n, a in arrays.items()}, np.float64)
     first = k(arrays)
     first[...] = np.nan
     second = k(arrays)
@@ -248,7 +260,18 @@ def test_gradients_read_broadcast_and_strided_arguments_by_value():
     for name in ("x", "w"):
         grad = f.grad(name)
         args = {n: {"x": x, "w": w, "dy": dy}[n] for n in grad.args}
-        k = kernel(grad, {n: a.shape for n, a in args.items()}, np.float64, "numpy")
+        k = lower_numpy(grad, {n: a.shape for n, a in args.items()}, np.float64)
         assert _WINDOW in k.source
         reference = grad(**{n: np.array(a) for n, a in args.items()})
         np.testing.assert_allclose(k(args), reference, rtol=1e-12, atol=1e-12)
+
+
+def test_cost_model_keeps_many_tiny_blocks_on_im2col_and_full_sizes_on_windows(monkeypatch):
+    monkeypatch.setattr(_window_gemm, "_MIN_FLOPS_PER_CALL", 1 << 16)
+    f = define(_conv2d(1, 1))
+    # 256 batch elements of 3x28x28 images, 16 output channels: about 60k flops per NumPy call
+    # in the forward, below the threshold; the issue's size is far above it
+    small = {"x": (256, 3, 28, 28), "w": (16, 3, 3, 3)}
+    large = {"x": (16, 64, 56, 56), "w": (64, 64, 3, 3)}
+    assert _WINDOW not in lower_numpy(f, small, np.float32).source
+    assert _WINDOW in lower_numpy(f, large, np.float32).source
