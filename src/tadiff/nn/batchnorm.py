@@ -22,7 +22,7 @@ import numpy as np
 from tadiff.autograd.grad_mode import no_grad
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
-from tadiff.nn.conv import _as_tensor
+from tadiff.nn._args import as_tensor_arg
 from tadiff.nn.module import Module, Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "batch_norm"]
@@ -57,7 +57,7 @@ def batch_norm(
         >>> batch_norm(td.tensor([[1.0], [3.0]]), None, None, training=True).tolist()
         [[-0.99999...], [0.99999...]]
     """
-    x = _as_tensor(x, "batch_norm input")
+    x = as_tensor_arg(x, "batch_norm input")
     if x.data.ndim < 2:
         raise ShapeError(f"batch_norm: input of shape {x.data.shape}; expected (N, C, *spatial)")
     channels = x.data.shape[1]
@@ -140,7 +140,7 @@ class _BatchNorm(Module):
             self.running_var.data[...] = 1
 
     def forward(self, x: Tensor) -> Tensor:
-        x = _as_tensor(x, type(self).__name__)
+        x = as_tensor_arg(x, type(self).__name__)
         if x.data.ndim not in self._ranks:
             raise ShapeError(
                 f"{type(self).__name__}: input of shape {x.data.shape}; expected "

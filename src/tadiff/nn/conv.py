@@ -30,6 +30,7 @@ from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import init
+from tadiff.nn._args import as_tensor_arg, int_tuple, with_batch
 from tadiff.nn.module import Module, Parameter
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import ConstantPadNdBackward0
@@ -38,14 +39,6 @@ __all__ = ["Conv1d", "Conv2d", "conv1d", "conv2d", "pad"]
 
 _SPATIAL_NAMES = ("i", "j")
 _KERNEL_NAMES = ("p", "q")
-
-
-def _as_tensor(x: Any, name: str) -> Tensor:
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, np.ndarray):
-        return Tensor(x)
-    raise DTypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
 
 
 def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
@@ -67,7 +60,7 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
         >>> pad(td.ones(2, 3), (1, 2)).shape
         (2, 6)
     """
-    x = _as_tensor(x, "pad input")
+    x = as_tensor_arg(x, "pad input")
     widths = tuple(pad)
     if mode != "constant":
         raise InputError(f"pad: mode={mode!r} is not supported; only 'constant'")
@@ -87,13 +80,6 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
         return _make(data)
     interior = tuple(slice(lo, lo + n) for (lo, _), n in zip(pairs, x.data.shape, strict=True))
     return record(ConstantPadNdBackward0, data, (x,), (), (interior,))
-
-
-def _tuple(value: Any, n: int, name: str, where: str) -> tuple[int, ...]:
-    values = (value,) * n if isinstance(value, (int, np.integer)) else tuple(value)
-    if len(values) != n or not all(isinstance(v, (int, np.integer)) for v in values):
-        raise InputError(f"{where}: {name}={value!r}; expected an int or {n} ints")
-    return tuple(int(v) for v in values)
 
 
 @cache
@@ -121,7 +107,7 @@ def _conv(
     groups: int,
 ) -> Tensor:
     where = f"conv{dims}d"
-    x, weight = _as_tensor(x, f"{where} input"), _as_tensor(weight, f"{where} weight")
+    x, weight = as_tensor_arg(x, f"{where} input"), as_tensor_arg(weight, f"{where} weight")
     if groups != 1:
         raise InputError(f"{where}: groups={groups} is not supported; only groups=1")
     if weight.data.ndim != dims + 2:
@@ -129,14 +115,7 @@ def _conv(
             f"{where}: weight of shape {weight.data.shape}; expected {dims + 2} dims "
             "(out_channels, in_channels, *kernel)"
         )
-    batched = x.data.ndim == dims + 2
-    if not batched and x.data.ndim != dims + 1:
-        raise ShapeError(
-            f"{where}: input of shape {x.data.shape}; expected {dims + 2} dims (batch, channels, "
-            f"*spatial) or {dims + 1} without the batch"
-        )
-    if not batched:
-        x = x.unsqueeze(0)
+    x, batched = with_batch(x, dims, where)
     if x.data.shape[1] != weight.data.shape[1]:
         raise ShapeError(
             f"{where}: input has {x.data.shape[1]} channels (shape {x.data.shape}) but the "
@@ -147,8 +126,8 @@ def _conv(
             f"{where}: input has dtype {x.data.dtype} and weight {weight.data.dtype}; expected "
             "one floating dtype"
         )
-    stride = _tuple(stride, dims, "stride", where)
-    dilation = _tuple(dilation, dims, "dilation", where)
+    stride = int_tuple(stride, dims, "stride", where)
+    dilation = int_tuple(dilation, dims, "dilation", where)
     if min(stride + dilation) < 1:
         raise InputError(f"{where}: stride {stride} and dilation {dilation} must be >= 1")
     kernel = weight.data.shape[2:]
@@ -165,7 +144,7 @@ def _conv(
                 f"{where}: padding={padding!r}; expected an int, ints, 'valid' or 'same'"
             )
     else:
-        widths = [(p, p) for p in _tuple(padding, dims, "padding", where)]
+        widths = [(p, p) for p in int_tuple(padding, dims, "padding", where)]
         if min(p for p, _ in widths) < 0:
             raise InputError(f"{where}: padding {padding!r} must be >= 0")
     if any(lo or hi for lo, hi in widths):
@@ -179,7 +158,7 @@ def _conv(
         )
     y = _definition(dims, stride, dilation)(x=x, w=weight)
     if bias is not None:
-        bias = _as_tensor(bias, f"{where} bias")
+        bias = as_tensor_arg(bias, f"{where} bias")
         if bias.data.shape != (weight.data.shape[0],):
             raise ShapeError(
                 f"{where}: bias of shape {bias.data.shape}; expected ({weight.data.shape[0]},)"
@@ -268,13 +247,13 @@ class _ConvNd(Module):
             if not isinstance(size, int) or size < 1:
                 raise InputError(f"{name}: {label}={size!r}; expected a positive int")
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = _tuple(kernel_size, self._dims, "kernel_size", name)
+        self.kernel_size = int_tuple(kernel_size, self._dims, "kernel_size", name)
         if min(self.kernel_size) < 1:
             raise InputError(f"{name}: kernel_size={kernel_size!r} must be >= 1")
-        self.stride = _tuple(stride, self._dims, "stride", name)
-        self.dilation = _tuple(dilation, self._dims, "dilation", name)
+        self.stride = int_tuple(stride, self._dims, "stride", name)
+        self.dilation = int_tuple(dilation, self._dims, "dilation", name)
         self.padding = (
-            padding if isinstance(padding, str) else _tuple(padding, self._dims, "padding", name)
+            padding if isinstance(padding, str) else int_tuple(padding, self._dims, "padding", name)
         )
         self.weight = Parameter(
             np.empty((out_channels, in_channels, *self.kernel_size), dtype=dtype)

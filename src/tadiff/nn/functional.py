@@ -24,6 +24,7 @@ import tadiff as td
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.nn._args import as_tensor_arg
 from tadiff.nn._functions import ClassPicks, cross_entropy_op
 from tadiff.nn.batchnorm import batch_norm  # noqa: F401 - torch's F.* names
 from tadiff.nn.conv import conv1d, conv2d, pad  # noqa: F401
@@ -33,14 +34,6 @@ from tadiff.ops.derivatives import AddmmBackward0
 
 _REDUCTIONS = ("mean", "sum", "none")
 _SQRT_HALF = math.sqrt(0.5)
-
-
-def _tensor(x: Any, name: str) -> Tensor:
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, np.ndarray):
-        return Tensor(x)
-    raise DTypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
 
 
 def _check_reduction(reduction: str, where: str) -> None:
@@ -65,10 +58,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         >>> linear(td.ones(2, 3), td.ones(4, 3)).shape
         (2, 4)
     """
-    x, weight = _tensor(x, "linear input"), _tensor(weight, "linear weight")
+    x, weight = as_tensor_arg(x, "linear input"), as_tensor_arg(weight, "linear weight")
     xd, wd = x.data, weight.data  # checks on the arrays: this runs once per layer and step
     if bias is not None:
-        bias = _tensor(bias, "linear bias")
+        bias = as_tensor_arg(bias, "linear bias")
     bd = None if bias is None else bias.data
     if wd.ndim != 2 or xd.ndim == 0 or xd.shape[-1] != wd.shape[1]:
         raise ShapeError(
@@ -109,17 +102,17 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def relu(x: Tensor) -> Tensor:
     """``max(x, 0)`` element-wise (gradient 0 at 0)."""
-    return _tensor(x, "relu").relu()
+    return as_tensor_arg(x, "relu").relu()
 
 
 def tanh(x: Tensor) -> Tensor:
     """Hyperbolic tangent element-wise."""
-    return _tensor(x, "tanh").tanh()
+    return as_tensor_arg(x, "tanh").tanh()
 
 
 def sigmoid(x: Tensor) -> Tensor:
     """``1 / (1 + exp(-x))`` element-wise."""
-    return _tensor(x, "sigmoid").sigmoid()
+    return as_tensor_arg(x, "sigmoid").sigmoid()
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -135,7 +128,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
         >>> gelu(td.tensor([0.0, 1.0]), approximate="tanh")
         tensor([0.    , 0.8412])
     """
-    x = _tensor(x, "gelu")
+    x = as_tensor_arg(x, "gelu")
     if approximate == "none":
         return x * (td.erfc(x * -_SQRT_HALF) * 0.5)
     if approximate == "tanh":
@@ -146,12 +139,12 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
 
 def softmax(x: Tensor, dim: int) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim``, computed stably."""
-    return td.softmax(_tensor(x, "softmax"), dim=dim)
+    return td.softmax(as_tensor_arg(x, "softmax"), dim=dim)
 
 
 def log_softmax(x: Tensor, dim: int) -> Tensor:
     """``x - logsumexp(x)`` along ``dim``, computed stably."""
-    return td.log_softmax(_tensor(x, "log_softmax"), dim=dim)
+    return td.log_softmax(as_tensor_arg(x, "log_softmax"), dim=dim)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
@@ -164,7 +157,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         >>> dropout(td.ones(4), p=0.0)
         tensor([1., 1., 1., 1.])
     """
-    x = _tensor(x, "dropout")
+    x = as_tensor_arg(x, "dropout")
     if not 0.0 <= p <= 1.0:
         raise InputError(f"dropout: probability p={p} is not in [0, 1]")
     if not training or p == 0.0:
@@ -191,7 +184,7 @@ def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> T
         >>> embedding(td.tensor([2, 0]), td.eye(3)).shape
         (2, 3)
     """
-    weight = _tensor(weight, "embedding weight")
+    weight = as_tensor_arg(weight, "embedding weight")
     idx = indices.data if isinstance(indices, Tensor) else np.asarray(indices)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"embedding: indices must be integers, got dtype {idx.dtype}")
@@ -231,7 +224,7 @@ def layer_norm(
         >>> round(float(y.sum()), 6)
         0.0
     """
-    x = _tensor(x, "layer_norm")
+    x = as_tensor_arg(x, "layer_norm")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(shape)
     if k == 0 or x.shape[x.ndim - k :] != shape:
@@ -260,7 +253,7 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
         5.0
     """
     _check_reduction(reduction, "mse_loss")
-    input = _tensor(input, "mse_loss input")
+    input = as_tensor_arg(input, "mse_loss input")
     target = target if isinstance(target, Tensor) else Tensor(np.asarray(target, input.dtype))
     if input.shape != target.shape:
         raise ShapeError(
@@ -346,7 +339,7 @@ def cross_entropy(
         0.6931
     """
     _check_reduction(reduction, "cross_entropy")
-    input = _tensor(input, "cross_entropy input")
+    input = as_tensor_arg(input, "cross_entropy input")
     if input.ndim == 0:
         raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d tensor")
     if not 0.0 <= label_smoothing <= 1.0:
@@ -423,7 +416,7 @@ def nll_loss(
         0.6931
     """
     _check_reduction(reduction, "nll_loss")
-    input = _tensor(input, "nll_loss input")
+    input = as_tensor_arg(input, "nll_loss input")
     if input.ndim == 0:
         raise ShapeError("nll_loss: input must have a class dimension, got a 0-d tensor")
     class_axis = 0 if input.ndim == 1 else 1

@@ -18,7 +18,8 @@ import numpy as np
 
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
-from tadiff.nn.conv import _as_tensor, _tuple, pad
+from tadiff.nn._args import as_tensor_arg, int_tuple, with_batch
+from tadiff.nn.conv import pad
 from tadiff.nn.module import Module
 
 __all__ = [
@@ -52,20 +53,13 @@ def _prepare(
     dims: int, x: Any, kernel_size: Any, stride: Any, padding: Any, fill: float, where: str
 ) -> tuple[Tensor, bool, tuple[int, ...], tuple[int, ...]]:
     """Checked, batched and padded input; whether a batch axis was added; kernel; stride."""
-    x = _as_tensor(x, f"{where} input")
+    x = as_tensor_arg(x, f"{where} input")
     if x.data.dtype.kind != "f":
         raise DTypeError(f"{where}: input dtype {x.data.dtype}; expected a floating dtype")
-    batched = x.data.ndim == dims + 2
-    if not batched and x.data.ndim != dims + 1:
-        raise ShapeError(
-            f"{where}: input of shape {x.data.shape}; expected {dims + 2} dims (batch, channels, "
-            f"*spatial) or {dims + 1} without the batch"
-        )
-    if not batched:
-        x = x.unsqueeze(0)
-    kernel = _tuple(kernel_size, dims, "kernel_size", where)
-    stride = kernel if stride is None else _tuple(stride, dims, "stride", where)
-    padding = _tuple(padding, dims, "padding", where)
+    x, batched = with_batch(x, dims, where)
+    kernel = int_tuple(kernel_size, dims, "kernel_size", where)
+    stride = kernel if stride is None else int_tuple(stride, dims, "stride", where)
+    padding = int_tuple(padding, dims, "padding", where)
     if min(kernel + stride) < 1 or min(padding) < 0:
         raise InputError(
             f"{where}: kernel_size {kernel} and stride {stride} must be >= 1, padding {padding} "
@@ -195,11 +189,11 @@ class _Pool(Module):
     ):
         super().__init__()
         name = type(self).__name__
-        self.kernel_size = _tuple(kernel_size, self._dims, "kernel_size", name)
+        self.kernel_size = int_tuple(kernel_size, self._dims, "kernel_size", name)
         self.stride = (
-            self.kernel_size if stride is None else _tuple(stride, self._dims, "stride", name)
+            self.kernel_size if stride is None else int_tuple(stride, self._dims, "stride", name)
         )
-        self.padding = _tuple(padding, self._dims, "padding", name)
+        self.padding = int_tuple(padding, self._dims, "padding", name)
 
     def forward(self, x: Tensor) -> Tensor:
         return type(self)._fn(x, self.kernel_size, self.stride, self.padding)
