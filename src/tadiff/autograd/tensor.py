@@ -9,7 +9,9 @@ autograd entry points (``backward``, hooks, ``retain_grad``, ``detach``) and con
 The class uses ``__slots__`` and keeps rarely used state (hooks, the leaf's gradient accumulator)
 in one lazily created ``_meta`` object, so creating a Tensor in an op is cheap. ``_vc`` is the
 version counter: a list ``[version]`` created on first need, shared with views as
-``[version, True]`` (the flag tells in-place ops that memory is shared).
+``[version, True]`` (the flag tells in-place ops that memory is shared). A view also knows its
+base (``_meta.view_base``) and a base its views (weakly), so that an in-place op on either can
+rewrite the graph of both (see ``tadiff.ops.inplace``).
 
 Example:
     >>> import tadiff as td
@@ -34,12 +36,15 @@ _ndarray = np.ndarray
 class _Meta:
     """Rarely used per-tensor state, created on first use."""
 
-    __slots__ = ("acc", "hooks", "retains_grad")
+    __slots__ = ("acc", "hooks", "retains_grad", "view_base", "view_no_grad", "views")
 
     def __init__(self) -> None:
         self.acc = None  # the leaf's AccumulateGrad node (which refers back weakly)
         self.hooks = None  # leaf gradient hooks: list of callables
         self.retains_grad = False
+        self.view_base = None  # for a view: the tensor whose memory it reads (never a view)
+        self.view_no_grad = False  # a view made without recording from a base requiring grad
+        self.views = None  # for a base: weak references to the views made of it
 
 
 class Tensor:

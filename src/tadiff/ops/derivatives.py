@@ -393,6 +393,19 @@ IndexPutBackward0 = _node(
     lambda F, g, key, kept, sv: g * kept,
     lambda F, g, key, kept, sv: F.sum_to(g[key], sv),
 )
+# ; positions (flat indices into the base, shaped like the view), kept (0 at the positions)
+# The base after an in-place op on one of its views: the old base outside the view, the op's
+# result inside it.
+CopySlices = _node(
+    "CopySlices",
+    lambda F, g, pos, kept: g * kept,
+    lambda F, g, pos, kept: g.reshape(-1)[pos],
+)
+# ; positions, base shape: a view of a base whose graph an in-place op rewrote
+AsStridedBackward0 = _node(
+    "AsStridedBackward0",
+    lambda F, g, pos, shape: F.index_scatter(g, (pos,), (math.prod(shape),)).reshape(shape),
+)
 # ; dim, index, shape
 GatherBackward0 = _node(
     "GatherBackward0",

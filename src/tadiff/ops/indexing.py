@@ -66,11 +66,13 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     Basic indexing returns a view (shared memory, like torch); advanced indexing copies.
     """
     key, basic = _normalize_key(key)
-    data = _index(x.data, key)
+    select = basic and all(type(k) is int for k in key)
+    # x[i, j, ...]: a 0-d view like torch's (x[i, j] would give NumPy a scalar copy)
+    data = _index(x.data, (*key, Ellipsis) if select else key)
     if x._rg and _state.enabled:
         if not basic:
             node = d.IndexBackward0
-        elif all(type(k) is int for k in key):
+        elif select:
             node = d.SelectBackward0
         else:
             node = d.SliceBackward0

@@ -6,18 +6,27 @@ error) instead of computing a wrong gradient.
 
 When the op is recorded, the tensor is *rebased*: its ``grad_fn`` becomes the node of the
 equivalent out-of-place op, applied to a snapshot of the old value that carries the old
-``grad_fn``. Two cases PyTorch supports are refused with an error instead (tadiff has no
-``CopySlices``): a recorded in-place op on a leaf that requires grad (as in torch), and a
-recorded in-place op on a tensor that shares memory with a view.
+``grad_fn``. Views work as in PyTorch:
+
+- an op on a **view** rewrites its **base**'s graph: the base's ``grad_fn`` becomes
+  ``CopySlices`` (the old base outside the view, the op's result inside it), so
+  ``y[:, 0] += 1``, ``y[1:].mul_(w)`` or ``y.T.add_(b)`` give the gradients torch gives;
+- after any recorded op on a base or one of its views, every view of that base still alive is
+  re-attached to the base's new graph (``AsStridedBackward0``), so no view keeps a stale
+  ``grad_fn``.
+
+Refused with torch's errors: an op on a leaf that requires grad or on a view of one, and an op
+recorded on a view that was made under ``no_grad`` from a base that requires grad.
 
 Example:
     >>> import tadiff as td
-    >>> x = td.tensor([1.0, 2.0], requires_grad=True)
+    >>> x = td.tensor([1.0, 2.0, 3.0], requires_grad=True)
     >>> y = x * 1
-    >>> y.mul_(3)
-    tensor([3., 6.], grad_fn=<MulBackward0>)
+    >>> y[1:] *= 3
+    >>> y.grad_fn.name()
+    'IndexPutBackward0'
     >>> y.sum().backward(); x.grad
-    tensor([3., 3.])
+    tensor([1., 3., 3.])
 """
 
 from __future__ import annotations
@@ -28,24 +37,25 @@ from typing import Any
 import numpy as np
 
 from tadiff.errors import AutogradError, DTypeError
+from tadiff.ops import derivatives as d
 from tadiff.ops import elementwise as ew
-from tadiff.ops._common import Tensor, _make, _state
+from tadiff.ops._common import Tensor, _make, _state, record
+from tadiff.ops._views import view_positions
 from tadiff.ops.indexing import index_put
 
 
 def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) -> Tensor:
+    meta = t._meta
+    base = meta.view_base if meta is not None else None
+    if base is not None and meta.view_no_grad and _state.enabled:
+        raise AutogradError(
+            f"{name}: a view was created in no_grad mode and is being modified in place with "
+            "grad mode enabled; this is ambiguous and forbidden (as in torch): create the view "
+            "outside no_grad, or modify it inside no_grad"
+        )
     recording = _state.enabled and (t._rg or any(isinstance(a, Tensor) and a._rg for a in args))
     if recording:
-        if t.grad_fn is None and t._rg:
-            raise AutogradError(
-                f"a leaf Variable that requires grad is being used in an in-place operation "
-                f"({name}); wrap it in td.no_grad() or use the out-of-place op"
-            )
-        if t._is_view_related:
-            raise AutogradError(
-                f"{name} on a tensor that shares memory with a view, while recording the graph, "
-                "is not supported by tadiff (no CopySlices); use the out-of-place op"
-            )
+        _check_recordable(t, base, name)
         old = _make(t.data.copy(), t.grad_fn, t._output_nr)
         old._rg = t._rg
         result = op(old, *args)
@@ -61,14 +71,66 @@ def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) 
     except ValueError as exc:
         raise AutogradError(f"{name}: cannot write into this tensor's memory: {exc}") from None
     if recording:
-        t.grad_fn = result.grad_fn
-        t._output_nr = result._output_nr
-        t._rg = result._rg
+        if base is None:
+            _adopt(t, result)
+            base = t
+        else:
+            _copy_slices(base, t, result)
+        _reattach_views(base)
     vc = t._vc
     if vc is None:
         vc = t._vc = [0]
     vc[0] += 1
     return t
+
+
+def _check_recordable(t: Tensor, base: Tensor | None, name: str) -> None:
+    if t.grad_fn is None and t._rg:
+        raise AutogradError(
+            f"a leaf Variable that requires grad is being used in an in-place operation "
+            f"({name}); wrap it in td.no_grad() or use the out-of-place op"
+        )
+    if base is None:
+        return
+    if base.grad_fn is None and base._rg:
+        raise AutogradError(
+            f"a view of a leaf Variable that requires grad is being used in an in-place "
+            f"operation ({name}); wrap it in td.no_grad() or work on a copy (x.clone())"
+        )
+
+
+def _adopt(t: Tensor, result: Tensor) -> None:
+    """Give ``t`` the graph of ``result`` (computed from ``t``'s old value)."""
+    t.grad_fn = result.grad_fn
+    t._output_nr = result._output_nr
+    t._rg = result._rg
+
+
+def _copy_slices(base: Tensor, view: Tensor, result: Tensor) -> None:
+    """Rebase ``base`` after ``view`` (one of its views) was overwritten by ``result``."""
+    pos = view_positions(base.data, view.data)
+    kept = np.ones(base.data.shape, base.data.dtype)
+    kept.reshape(-1)[pos] = 0
+    # base's edge is taken from its current (old) graph: the node saves no values of it
+    _adopt(base, record(d.CopySlices, base.data, (base, result), (), (pos, kept)))
+
+
+def _reattach_views(base: Tensor) -> None:
+    """Point every live view of ``base`` made while recording at ``base``'s new graph."""
+    views = base._meta.views if base._meta is not None else None
+    if not views:
+        return
+    alive = []
+    for r in views:
+        view = r()
+        if view is None:
+            continue
+        alive.append(r)
+        if not view._meta.view_no_grad:
+            pos = view_positions(base.data, view.data)
+            args = (pos, base.data.shape)
+            _adopt(view, record(d.AsStridedBackward0, view.data, (base,), (), args))
+    views[:] = alive
 
 
 def add_(t: Tensor, other: Any, alpha: float = 1) -> Tensor:

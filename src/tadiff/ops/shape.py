@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
+from weakref import ref
 
 import numpy as np
 
@@ -31,23 +32,43 @@ from tadiff.ops._common import (
     record,
     record_multi,
 )
+from tadiff.autograd.tensor import _Meta
 from tadiff.ops._dual import broadcast_view
 
 
 def _as_view(out: Tensor, x: Tensor) -> Tensor:
-    """Mark ``out`` as a view of ``x``: one version counter for both, flagged as shared."""
+    """Mark ``out`` as a view of ``x``: one version counter for both, flagged as shared; ``out``
+    remembers the base of ``x`` (``x`` itself unless ``x`` is a view) and the base ``out``.
+
+    The base keeps weak references to its views: an in-place op recorded on the base or on one
+    view rewrites the graph of every view still alive (``tadiff.ops.inplace``).
+    """
     vc = x._vc
     if vc is None:
         vc = x._vc = [0, True]
     elif len(vc) == 1:
         vc.append(True)
     out._vc = vc
+    meta = x._meta
+    base = x if meta is None or meta.view_base is None else meta.view_base
+    meta = out._meta = _Meta()  # out is new: it has no meta yet
+    meta.view_base = base
+    meta.view_no_grad = base._rg and not _state.enabled
+    meta = base._meta or base._get_meta()
+    views = meta.views
+    if views is None:
+        meta.views = [ref(out)]
+        return out
+    views.append(ref(out))
+    n = len(views)
+    if n >= 64 and not n & (n - 1):  # at powers of two: drop dead views, amortised O(1)
+        views[:] = [r for r in views if r() is not None]
     return out
 
 
 def _view_op(x: Tensor, data: np.ndarray, node: type, args: tuple[Any, ...]) -> Tensor:
     out = record(node, data, (x,), (), args) if x._rg and _state.enabled else _make(data)
-    if data.base is not None:  # NumPy made a view of x's memory (reshape may have copied)
+    if data.base is not None and np.may_share_memory(data, x.data):  # reshape may have copied
         _as_view(out, x)
     return out
 
@@ -357,11 +378,12 @@ def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     if x.data.ndim == 0:
         raise ShapeError("unbind: dimension specified as 0 but tensor has no dimensions")
     ax = norm_dim(dim, x.data.ndim)
-    datas = [np.asarray(x.data[(slice(None),) * ax + (i,)]) for i in range(x.data.shape[ax])]
+    # the trailing ``...`` keeps 0-d slices views (a bare int index would copy them)
+    datas = [x.data[(slice(None),) * ax + (i, Ellipsis)] for i in range(x.data.shape[ax])]
     if x._rg and _state.enabled:
         outs = record_multi(d.UnbindBackward0, datas, (x,), (ax,))
     else:
-        outs = tuple(_make(np.asarray(v)) for v in datas)
+        outs = tuple(_make(v) for v in datas)
     for out in outs:
         _as_view(out, x)
     return outs
