@@ -20,6 +20,7 @@ from weakref import ref
 
 import numpy as np
 
+from tadiff.autograd.tensor import _Meta
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -32,7 +33,6 @@ from tadiff.ops._common import (
     record,
     record_multi,
 )
-from tadiff.autograd.tensor import _Meta
 from tadiff.ops._dual import broadcast_view
 
 
