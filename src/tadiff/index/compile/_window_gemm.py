@@ -67,6 +67,7 @@ _SMALL = 1 << 16
 _MIN_FLOPS_PER_CALL = 1 << 16
 """Below this much arithmetic per NumPy call the Python loop over blocks and window values
 costs more than im2col's one copy (a batch of 512 single-channel 12x12 images: 12x slower)."""
+_BLOCKS = True
 _SCRATCH = 1 << 23
 """Elements of a temporary product over looped sum axes, or of a stacked block, at most."""
 
@@ -284,9 +285,15 @@ def plan_window_gemm(
         if not negative:
             break
         window |= negative
+    if _BLOCKS and not window:
+        return _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale)
     terms = int(np.prod([length(a) for a in window], dtype=np.int64))
     if not window or terms > _MAX_TERMS or any(length(a) > _MAX_WINDOW for a in window):
         return None
+    if _BLOCKS:
+        blocks = _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale)
+        if blocks is not None:
+            return blocks
     in_a, in_b = (set(op.stride) - window for op in ops)
     if (in_a ^ in_b) & summed:
         return None  # a sum variable in one factor only: not a matrix product
@@ -616,3 +623,303 @@ class _Plan:
         if self.scale != 1:
             buffer *= self.scale
         return as_strided(buffer, self.result_shape, self.result_strides)
+
+
+def _pads(shape, forms: list[Form], length) -> list[tuple[int, int]]:
+    """``np.pad`` widths that keep every index of ``forms`` inside an array of ``shape``."""
+    pads = []
+    for n, (coeffs, const) in zip(shape, forms, strict=True):
+        low = const + sum(min(0, k * (length(a) - 1)) for a, k in coeffs.items())
+        high = const + sum(max(0, k * (length(a) - 1)) for a, k in coeffs.items())
+        pads.append((max(0, -low), max(0, high - (n - 1))))
+    return pads
+
+
+def _logical_stride(shape, forms: list[Form], axis: int) -> int:
+    """Element stride of ``axis`` in a C-ordered array of ``shape`` (to order the copies)."""
+    steps = [int(np.prod(shape[d + 1 :], dtype=np.int64)) for d in range(len(shape))]
+    return sum(co.get(axis, 0) * s for (co, _), s in zip(forms, steps, strict=True))
+
+
+def _box(shape, forms: list[Form], at: Mapping[int, int], axes: list[int], length):
+    """The values ``{axis: (lo, hi)}`` of ``axes`` for which the access with the window axes
+    at ``at`` stays inside the array: None where it reads nothing, False where the in-range
+    part is not a box (a clipped dimension indexed by several axes)."""
+    box = {a: (0, length(a)) for a in axes}
+    for n, (coeffs, const) in zip(shape, forms, strict=True):
+        c = const + sum(k * at.get(a, 0) for a, k in coeffs.items() if a not in box)
+        free = [(a, k) for a, k in coeffs.items() if a in box and k and length(a) > 1]
+        low = c + sum(min(0, k * (length(a) - 1)) for a, k in free)
+        high = c + sum(max(0, k * (length(a) - 1)) for a, k in free)
+        if low >= 0 and high <= n - 1:
+            continue
+        if not free:
+            return None
+        if len(free) > 1 or free[0][1] < 0:
+            return False
+        (a, k), (lo, hi) = free[0], box[free[0][0]]
+        lo, hi = max(lo, -(c // k)), min(hi, (n - 1 - c) // k + 1)  # 0 <= c + k*a <= n-1
+        if hi <= lo:
+            return None
+        box[a] = (lo, hi)
+    return box
+
+
+def _view(array: np.ndarray, forms: list[Form], at: Mapping[int, int], axes: list[int], shape):
+    """The strided view of ``array`` over ``axes`` (with ``shape``), starting where every
+    index variable has its value in ``at`` (0 if absent); reads any strides, even 0."""
+    start = tuple(
+        slice(const + sum(k * at.get(a, 0) for a, k in co.items()), None) for co, const in forms
+    )
+    strides = [
+        sum(co.get(a, 0) * s for (co, _), s in zip(forms, array.strides, strict=True)) for a in axes
+    ]
+    return as_strided(array[start], tuple(shape), tuple(strides), writeable=False)
+
+
+class _BlockPlan:
+    """Window terms copied per block into one contiguous buffer, then one matrix product.
+
+    ``big`` is the large access that depends on the window axes, ``small`` the other. Per
+    value of the block axis (the batch) each window term's view of ``big`` is copied, read
+    with the argument's own strides (a stride-2 access needs no phase split), into
+    ``cols[term, ...]``; only the part inside the argument is written, and the zeros around
+    it, written once per call, are the padding (no padded copy of the argument). Output
+    positions are exact: no over-computed columns.
+
+    * summed windows (a convolution's forward): ``cols`` is ``(terms * K, N)`` and the small
+      operand's ``(M, terms * K)`` matrix is built once per call; one product per block
+      writes that block's ``(M, N)`` output;
+    * output windows (the weight gradient): ``cols`` is ``(terms * N, K)``; the small
+      operand's ``(M, K)`` block times its transpose gives ``(M, terms * N)``, added up over
+      the blocks when the block axis is summed.
+
+    Attributes:
+        roles: block axis (or None) and the axis lists ``m`` (small only), ``k``
+            (contracted), ``n`` (big only), ``windows`` (the window axes, term order).
+        boxes: per term, the in-range values of the block and copied axes (None: all zero).
+    """
+
+    def __init__(self, big, small, roles, outputs, length, ndim, dtype, scale):
+        self.big, self.small = big, small  # (name, shape, forms)
+        self.block, self.m, self.k, self.n, self.windows = roles
+        self.out_windows = bool(self.windows) and self.windows[0] in outputs
+        self.length, self.dtype, self.scale = length, dtype, dtype.type(scale)
+        values = itertools.product(*(range(length(a)) for a in self.windows))
+        self.terms = [dict(zip(self.windows, v, strict=True)) for v in values]
+        self.mt, self.kt, self.nt = (
+            int(np.prod(self._lengths(axes), dtype=np.int64)) for axes in (self.m, self.k, self.n)
+        )
+        self.t = len(self.terms)
+        self.nb = length(self.block) if self.block is not None else 1
+        self.block_out = self.block is not None and self.block in outputs
+        self.inner = self.n + self.k if self.out_windows else self.k + self.n
+        blocked = [self.block] if self.block is not None else []
+        self.boxes = [_box(big[1], big[2], at, blocked + self.inner, length) for at in self.terms]
+        self.ok = all(
+            box is None or (box is not False and box.get(self.block, (0, self.nb)) == (0, self.nb))
+            for box in self.boxes
+        )
+        # the result: a strided view of the buffer, with the planner's ndim axes
+        if self.out_windows:
+            self.buffer = (self.nb if self.block_out else 1, self.mt, self.t * self.nt)
+            where = self._row_major(self.m, self.t * self.nt)
+            where |= self._row_major(self.windows, self.nt) | self._row_major(self.n, 1)
+            if self.block_out:
+                where[self.block] = self.mt * self.t * self.nt
+        else:
+            self.buffer = (self.nb, self.mt, self.nt)
+            where = self._row_major(self.m, self.nt) | self._row_major(self.n, 1)
+            if self.block is not None:
+                where[self.block] = self.mt * self.nt
+        item = dtype.itemsize
+        self.result_shape = tuple(length(a) if a in where else 1 for a in range(ndim))
+        self.result_strides = tuple(where.get(a, 0) * item for a in range(ndim))
+        self.flops = 2 * self.mt * self.nt * self.kt * self.t * self.nb
+        self.calls = self.nb * (self.t + 1)
+        self.scratch = self.t * self.kt * self.nt
+
+    def _row_major(self, axes: list[int], unit: int) -> dict[int, int]:
+        out, step = {}, unit
+        for a in reversed(axes):
+            out[a] = step
+            step *= self.length(a)
+        return out
+
+    def _lengths(self, axes) -> list[int]:
+        return [self.length(a) for a in axes]
+
+    def _small_matrix(self, small: np.ndarray) -> np.ndarray:
+        """Summed windows: the small operand as ``(M, terms * K)``, padded if it must be."""
+        _, shape, forms = self.small
+        pads = _pads(shape, forms, self.length)
+        if any(lo or hi for lo, hi in pads):
+            small = np.pad(small, pads)
+            forms = [(co, const + lo) for (co, const), (lo, _) in zip(forms, pads, strict=True)]
+        axes = self.m + self.windows + self.k
+        view = _view(small, forms, {}, axes, self._lengths(axes))
+        return np.ascontiguousarray(view).reshape(self.mt, self.t * self.kt)
+
+    def _fill(self, big: np.ndarray) -> tuple[np.ndarray, Callable[[int], None]]:
+        """The zero-filled ``cols`` matrix and ``fill(b)``, which copies block ``b``'s terms."""
+        forms = self.big[2]
+        cols = np.zeros((self.t, *self._lengths(self.inner)), dtype=self.dtype)
+        blocked = [self.block] if self.block is not None else []
+        copies = []  # per term: (source with the block axis first, destination in cols)
+        for s, (at, box) in enumerate(zip(self.terms, self.boxes, strict=True)):
+            if box is None:
+                continue  # this term reads only padding: its rows stay zero
+            start = {**at, **{a: lo for a, (lo, _) in box.items()}}
+            lengths = [self.nb] + [box[a][1] - box[a][0] for a in self.inner]
+            src = _view(big, forms, start, blocked + self.inner, lengths[0 if blocked else 1 :])
+            dst = cols[(s, *(slice(*box[a]) for a in self.inner), ...)]
+            copies.append((src if blocked else src[None], dst))
+
+        def fill(b: int) -> None:
+            for src, dst in copies:
+                dst[...] = src[b]
+
+        rows = self.t * (self.nt if self.out_windows else self.kt)
+        return cols.reshape(rows, -1), fill
+
+    def run(self, arrays: Arrays) -> np.ndarray:
+        dtype = self.dtype
+        big = np.asarray(arrays[self.big[0]], dtype=dtype)
+        small = np.asarray(arrays[self.small[0]], dtype=dtype)
+        flat, fill = self._fill(big)
+        buffer = np.empty(self.buffer, dtype=dtype)
+        if self.out_windows:
+            axes = ([self.block] if self.block is not None else []) + self.m + self.k
+            other = _view(small, self.small[2], {}, axes, self._lengths(axes))
+            if self.block is None:
+                other = other[None]
+            tmp = None
+            for b in range(self.nb):
+                fill(b)
+                ob = other[b].reshape(self.mt, self.kt)  # a copy only if it must be
+                out = buffer[b if self.block_out else 0]
+                if b == 0 or self.block_out:
+                    np.matmul(ob, flat.T, out=out)
+                else:
+                    if tmp is None:
+                        tmp = np.empty_like(out)
+                    np.matmul(ob, flat.T, out=tmp)
+                    out += tmp
+        else:
+            sm = self._small_matrix(small)
+            for b in range(self.nb):
+                fill(b)
+                np.matmul(sm, flat, out=buffer[b])
+        if self.scale != 1:
+            buffer *= self.scale
+        return as_strided(buffer, self.result_shape, self.result_strides)
+
+    def run_into(self, arrays: Arrays, into: np.ndarray) -> bool:
+        """Write the result into ``into`` (the output axes only, any strides: a residue
+        class's slice of the whole output) block by block, through a product-sized buffer
+        that stays in cache; False (nothing written) where the roles do not allow it."""
+        axes = ([self.block] if self.block is not None else []) + self.m + self.n
+        others = [a for a in range(into.ndim) if a not in axes]
+        if (
+            self.out_windows
+            or into.dtype != self.dtype
+            or any(a >= into.ndim for a in axes)
+            or any(into.shape[a] != 1 for a in others)
+            or any(into.shape[a] != self.length(a) for a in axes)
+        ):
+            return False
+        dtype = self.dtype
+        big = np.asarray(arrays[self.big[0]], dtype=dtype)
+        small = np.asarray(arrays[self.small[0]], dtype=dtype)
+        flat, fill = self._fill(big)
+        sm = self._small_matrix(small)
+        if self.scale != 1:
+            sm = sm * self.scale
+        dst = into.transpose(axes + others)[(Ellipsis, *(0,) * len(others))]
+        if self.block is None:
+            dst = dst[None]
+        tmp = np.empty((self.mt, self.nt), dtype=dtype)
+        shape = self._lengths(self.m + self.n)
+        for b in range(self.nb):
+            fill(b)
+            np.matmul(sm, flat, out=tmp)
+            dst[b] = tmp.reshape(shape)
+        return True
+
+
+def write_into(plan: Callable, arrays: Arrays, into: np.ndarray) -> bool:
+    """Evaluate a plan of :func:`plan_window_gemm` straight into ``into`` where it can (see
+    :meth:`_BlockPlan.run_into`); False where the caller must assign its result itself."""
+    owner = getattr(plan, "__self__", None)
+    return isinstance(owner, _BlockPlan) and owner.run_into(arrays, into)
+
+
+def describe(plan: Callable) -> str:
+    """How a plan of :func:`plan_window_gemm` evaluates (appended to the kernel's notes)."""
+    if isinstance(getattr(plan, "__self__", None), _BlockPlan):
+        return " (window terms copied per block)"
+    return ""
+
+
+def _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale):
+    """The :class:`_BlockPlan` of the product, or None where its roles do not fit."""
+    live = lambda fm: {a for co, _ in fm for a, k in co.items() if k and length(a) > 1}  # noqa: E731
+    axes = [live(fm) for fm in forms]
+    deps = [bool(ax & window) for ax in axes]
+    sizes = [int(np.prod(shapes[f.name], dtype=np.int64)) for f in factors]
+    kept_w, sum_w = window - summed, window & summed
+    if kept_w and sum_w:
+        return None
+    if not window:
+        # no window (a strided input gradient's last residue class): only worth it where
+        # the large factor reads past its array, which would otherwise be padded whole
+        g = 0 if sizes[0] >= sizes[1] else 1
+        name = factors[g].name
+        if not any(lo or hi for lo, hi in _pads(shapes[name], forms[g], length)):
+            return None
+    elif sum_w:
+        g = 0 if deps[0] and (not deps[1] or sizes[0] >= sizes[1]) else 1
+    else:
+        if deps[0] == deps[1]:
+            return None
+        g = deps.index(True)
+    f = 1 - g
+    outputs = set(range(ndim)) - summed
+    a_g, a_f = axes[g] - window, axes[f] - window
+    only_g, only_f, shared = a_g - a_f, a_f - a_g, a_g & a_f
+    if (only_g | only_f) & summed:
+        return None  # a sum variable in one factor only
+
+    def order(ax, i):  # outermost in memory first: the copies run along memory
+        shape = shapes[factors[i].name]
+        return sorted(ax, key=lambda a: -_logical_stride(shape, forms[i], a))
+
+    if not kept_w:  # summed windows (or none): the small operand is the weight
+        if sizes[f] > _SMALL or shared & outputs or only_f & summed:
+            return None
+        n = order(only_g, g)
+        block = n.pop(0) if len(n) > 1 else None
+        roles = (block, order(only_f, f), order(shared, g), n, sorted(sum_w))
+    else:  # output windows: the weight gradient
+        if len(shared & outputs) > 1:
+            return None
+        k = order(shared & summed, g)
+        block = next(iter(shared & outputs), None)
+        if block is None and len(k) > 1:
+            block = k.pop(0)
+        elif block is not None and len(k) == 0:
+            return None
+        roles = (block, order(only_f, f), k, order(only_g, g), sorted(kept_w))
+    for a in summed:
+        if length(a) > 1 and all(a not in ax for ax in axes):
+            scale *= length(a)  # a sum variable the product does not depend on counts terms
+    big = (factors[g].name, tuple(shapes[factors[g].name]), forms[g])
+    small = (factors[f].name, tuple(shapes[factors[f].name]), forms[f])
+    if kept_w and any(lo or hi for lo, hi in _pads(small[1], small[2], length)):
+        return None
+    plan = _BlockPlan(big, small, roles, outputs, length, ndim, np.dtype(dtype), scale)
+    if not plan.ok or plan.scratch > _SCRATCH:
+        return None
+    if plan.flops < _MIN_FLOPS_PER_CALL * plan.calls:
+        return None
+    return plan.run

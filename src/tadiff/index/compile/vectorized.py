@@ -42,7 +42,7 @@ from math import gcd, lcm
 import numpy as np
 
 from tadiff.index.compile._affine import integer_form
-from tadiff.index.compile._window_gemm import plan_window_gemm
+from tadiff.index.compile._window_gemm import describe, plan_window_gemm, write_into
 from tadiff.index.expr import (
     Access,
     Affine,
@@ -528,7 +528,7 @@ class _Planner:
         )
         if plan is not None:
             names = " * ".join(f.name for f in factors)
-            self.notes.append(f"window-unrolled BLAS products for {names}")
+            self.notes.append(f"window-unrolled BLAS products for {names}{describe(plan)}")
             self.fresh.add(id(plan))
         return plan
 
@@ -712,6 +712,9 @@ def lower_numpy(
         out = np.empty(out_shape, dtype=dtype) if len(parts) > 1 else None
         with np.errstate(all="ignore"):
             for slices, sub_shape, root, fresh in parts:
+                # a residue class's window product writes its slice block by block
+                if out is not None and fresh and write_into(root, arrays, out[slices]):
+                    continue
                 value = root(arrays)
                 value = value.reshape(value.shape[:n_out]) if value.ndim > n_out else value
                 if out is None:
