@@ -8,23 +8,65 @@ Example:
     >>> loss.backward()
 """
 
-from tadiff.nn import functional, init
-from tadiff.nn.activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from tadiff.nn import functional, init, utils
+from tadiff.nn.activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmin,
+    Softplus,
+    Softsign,
+    Tanh,
+)
+from tadiff.nn.adaptive_pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d
 from tadiff.nn.batchnorm import BatchNorm1d, BatchNorm2d
-from tadiff.nn.container import ModuleList, Sequential
+from tadiff.nn.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from tadiff.nn.conv import Conv1d, Conv2d
-from tadiff.nn.layers import Dropout, Embedding, LayerNorm
+from tadiff.nn.layers import Dropout, Embedding, Flatten, LayerNorm, Unflatten
 from tadiff.nn.linear import Identity, Linear
-from tadiff.nn.loss import CrossEntropyLoss, MSELoss, NLLLoss
+from tadiff.nn.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from tadiff.nn.module import IncompatibleKeys, Module, Parameter
+from tadiff.nn.normalization import GroupNorm
 from tadiff.nn.orthogonal import LinearSVD, Orthogonal
 from tadiff.nn.pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from tadiff.nn.serialization import load, save
 
 __all__ = [
+    "CELU",
+    "ELU",
     "GELU",
+    "GLU",
+    "SELU",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
     "AvgPool1d",
     "AvgPool2d",
+    "BCELoss",
+    "BCEWithLogitsLoss",
     "BatchNorm1d",
     "BatchNorm2d",
     "Conv1d",
@@ -32,27 +74,49 @@ __all__ = [
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",
+    "Flatten",
+    "GroupNorm",
+    "Hardsigmoid",
+    "Hardswish",
+    "Hardtanh",
+    "HuberLoss",
     "Identity",
     "IncompatibleKeys",
+    "KLDivLoss",
+    "L1Loss",
     "LayerNorm",
+    "LeakyReLU",
     "Linear",
     "LinearSVD",
+    "LogSigmoid",
     "LogSoftmax",
     "MSELoss",
     "MaxPool1d",
     "MaxPool2d",
+    "Mish",
     "Module",
+    "ModuleDict",
     "ModuleList",
     "NLLLoss",
     "Orthogonal",
     "Parameter",
+    "ParameterDict",
+    "ParameterList",
     "ReLU",
+    "ReLU6",
     "Sequential",
+    "SiLU",
     "Sigmoid",
+    "SmoothL1Loss",
     "Softmax",
+    "Softmin",
+    "Softplus",
+    "Softsign",
     "Tanh",
+    "Unflatten",
     "functional",
     "init",
     "load",
     "save",
+    "utils",
 ]

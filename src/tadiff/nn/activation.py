@@ -77,3 +77,180 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class _Elementwise(Module):
+    """An activation module with no parameters: ``forward`` applies ``_function`` with the
+    hyperparameters named in ``_options`` (shown by ``repr``)."""
+
+    _options: tuple[str, ...] = ()
+
+    def _function(self, x: Tensor, **options) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._function(x, **{name: getattr(self, name) for name in self._options})
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={getattr(self, name)}" for name in self._options)
+
+
+class LeakyReLU(_Elementwise):
+    """``x`` for ``x > 0``, else ``negative_slope * x`` (see ``F.leaky_relu``).
+
+    Example:
+        >>> import tadiff as td
+        >>> LeakyReLU(0.1)(td.tensor([-1.0, 2.0]))
+        tensor([-0.1,  2. ])
+    """
+
+    _options = ("negative_slope",)
+    _function = staticmethod(F.leaky_relu)
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+
+class ELU(_Elementwise):
+    """``x`` for ``x > 0``, else ``alpha (exp(x) - 1)`` (see ``F.elu``)."""
+
+    _options = ("alpha",)
+    _function = staticmethod(F.elu)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha = alpha
+
+
+class SELU(_Elementwise):
+    """Scaled ELU with the self-normalizing constants (see ``F.selu``)."""
+
+    _function = staticmethod(F.selu)
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+
+
+class CELU(_Elementwise):
+    """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))`` (see ``F.celu``)."""
+
+    _options = ("alpha",)
+    _function = staticmethod(F.celu)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        if alpha == 0:
+            raise InputError("CELU: alpha=0 divides by zero; expected a nonzero alpha")
+        self.alpha = alpha
+
+
+class SiLU(_Elementwise):
+    """``x * sigmoid(x)`` (see ``F.silu``)."""
+
+    _function = staticmethod(F.silu)
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+
+
+class Mish(_Elementwise):
+    """``x * tanh(softplus(x))`` (see ``F.mish``)."""
+
+    _function = staticmethod(F.mish)
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+
+
+class Softplus(_Elementwise):
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold`` (see ``F.softplus``)."""
+
+    _options = ("beta", "threshold")
+    _function = staticmethod(F.softplus)
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        if beta == 0:
+            raise InputError("Softplus: beta=0 divides by zero; expected a nonzero beta")
+        self.beta, self.threshold = beta, threshold
+
+
+class Hardtanh(_Elementwise):
+    """``x`` clipped to ``[min_val, max_val]`` (see ``F.hardtanh``)."""
+
+    _options = ("min_val", "max_val")
+    _function = staticmethod(F.hardtanh)
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__()
+        if max_val < min_val:
+            raise InputError(
+                f"Hardtanh: max_val={max_val} is below min_val={min_val}; expected "
+                "min_val <= max_val"
+            )
+        self.min_val, self.max_val = min_val, max_val
+
+
+class ReLU6(_Elementwise):
+    """``min(max(x, 0), 6)`` (see ``F.relu6``)."""
+
+    _function = staticmethod(F.relu6)
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+
+
+class Softsign(_Elementwise):
+    """``x / (1 + |x|)`` (see ``F.softsign``)."""
+
+    _function = staticmethod(F.softsign)
+
+
+class Hardswish(_Elementwise):
+    """``x * relu6(x + 3) / 6`` (see ``F.hardswish``)."""
+
+    _function = staticmethod(F.hardswish)
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+
+
+class Hardsigmoid(_Elementwise):
+    """``relu6(x + 3) / 6`` (see ``F.hardsigmoid``)."""
+
+    _function = staticmethod(F.hardsigmoid)
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+
+
+class LogSigmoid(_Elementwise):
+    """``log(sigmoid(x))``, stable for large ``|x|`` (see ``F.logsigmoid``)."""
+
+    _function = staticmethod(F.logsigmoid)
+
+
+class GLU(_Elementwise):
+    """Gated linear unit along ``dim``: halves ``a, b``; ``a * sigmoid(b)`` (see ``F.glu``)."""
+
+    _options = ("dim",)
+    _function = staticmethod(F.glu)
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+
+class Softmin(Module):
+    """Softmin along ``dim`` (see ``F.softmin``)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmin(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"

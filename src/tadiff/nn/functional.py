@@ -26,8 +26,41 @@ from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
 from tadiff.nn._functions import ClassPicks, cross_entropy_op
+from tadiff.nn.activation_functions import (  # noqa: F401 - torch's F.* names
+    celu,
+    elu,
+    glu,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    leaky_relu,
+    logsigmoid,
+    mish,
+    relu6,
+    selu,
+    silu,
+    softmin,
+    softplus,
+    softsign,
+)
+from tadiff.nn.adaptive_pooling import adaptive_avg_pool1d, adaptive_avg_pool2d  # noqa: F401
+from tadiff.nn.attention import scaled_dot_product_attention  # noqa: F401
 from tadiff.nn.batchnorm import batch_norm  # noqa: F401 - torch's F.* names
 from tadiff.nn.conv import conv1d, conv2d, pad  # noqa: F401
+from tadiff.nn.loss_functions import (  # noqa: F401
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    smooth_l1_loss,
+)
+from tadiff.nn.normalization import (  # noqa: F401
+    cosine_similarity,
+    group_norm,
+    normalize,
+    pairwise_distance,
+)
 from tadiff.nn.pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: F401
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import AddmmBackward0
@@ -436,3 +469,43 @@ def nll_loss(
     if reduction == "none":
         return losses
     return _reduce_weighted(losses, reduction, denominator)
+
+
+def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
+    """Class indices as one-hot rows: ``out[..., c] = 1`` where ``tensor[...] == c``.
+
+    Args:
+        tensor: integer class indices (Tensor or array), any shape ``S``, all ``>= 0``.
+        num_classes: the number of classes; -1 means ``tensor.max() + 1``.
+
+    Returns:
+        An int64 Tensor of shape ``S + (num_classes,)`` (no gradient).
+
+    Raises:
+        DTypeError: non-integer indices.
+        InputError: a negative index, or one ``>= num_classes`` (names its position).
+
+    Example:
+        >>> one_hot(td.tensor([0, 2]), 3)
+        tensor([[1, 0, 0],
+                [0, 0, 1]])
+    """
+    idx = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"one_hot: expected integer class indices, got dtype {idx.dtype}")
+    if num_classes == -1:
+        if idx.size == 0:
+            raise InputError("one_hot: cannot infer num_classes from an empty tensor; pass it")
+        num_classes = int(idx.max()) + 1
+    if not (isinstance(num_classes, (int, np.integer)) and num_classes >= 0):
+        raise InputError(f"one_hot: num_classes={num_classes!r}; expected -1 or an int >= 0")
+    bad = (idx < 0) | (idx >= num_classes)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InputError(
+            f"one_hot: class index {int(idx[where])} at position {where} is not in "
+            f"[0, {num_classes}); expected 0 <= index < num_classes"
+        )
+    out = np.zeros((*idx.shape, num_classes), dtype=np.int64)
+    np.put_along_axis(out, idx[..., None].astype(np.intp), 1, axis=-1)
+    return Tensor(out)

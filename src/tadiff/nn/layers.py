@@ -1,4 +1,4 @@
-"""``Embedding``, ``LayerNorm`` and ``Dropout``."""
+"""``Embedding``, ``LayerNorm``, ``Dropout``, ``Flatten`` and ``Unflatten``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.tensor import Tensor
-from tadiff.errors import InputError
+from tadiff.errors import InputError, ShapeError
 from tadiff.nn import functional as F
 from tadiff.nn import init
+from tadiff.nn._args import as_tensor_arg
 from tadiff.nn.module import Module, Parameter
 
 
@@ -133,3 +134,74 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class Flatten(Module):
+    """Merge dims ``start_dim..end_dim`` (inclusive) into one; the batch dim stays by default.
+
+    Example:
+        >>> import tadiff as td
+        >>> Flatten()(td.ones(2, 3, 4)).shape
+        (2, 12)
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = as_tensor_arg(x, "Flatten")
+        n = max(x.ndim, 1)
+        start, end = self.start_dim, self.end_dim
+        if not (-n <= start < n and -n <= end < n) or start % n > end % n:
+            raise ShapeError(
+                f"Flatten: start_dim={start}, end_dim={end} do not fit an input of shape "
+                f"{x.shape}; expected dims in [-{n}, {n}) with start_dim <= end_dim"
+            )
+        return x.flatten(start, end)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Split dim ``dim`` into ``unflattened_size`` (one entry may be -1, inferred).
+
+    Example:
+        >>> import tadiff as td
+        >>> Unflatten(1, (3, 4))(td.ones(2, 12)).shape
+        (2, 3, 4)
+    """
+
+    def __init__(self, dim: int, unflattened_size: Sequence[int]):
+        super().__init__()
+        sizes = tuple(unflattened_size)
+        if not sizes or not all(isinstance(s, (int, np.integer)) for s in sizes):
+            raise InputError(
+                f"Unflatten: unflattened_size={unflattened_size!r}; expected a non-empty "
+                "sequence of ints"
+            )
+        self.dim, self.unflattened_size = dim, sizes
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = as_tensor_arg(x, "Unflatten")
+        if not -x.ndim <= self.dim < x.ndim:
+            raise ShapeError(
+                f"Unflatten: dim={self.dim} is out of range for an input of shape {x.shape}"
+            )
+        dim = self.dim % x.ndim
+        size, sizes = x.shape[dim], self.unflattened_size
+        known = int(np.prod([s for s in sizes if s != -1]))
+        if -1 in sizes:
+            fits = sizes.count(-1) == 1 and known > 0 and size % known == 0
+        else:
+            fits = known == size
+        if not fits or any(s < -1 for s in sizes):
+            raise ShapeError(
+                f"Unflatten: unflattened_size={sizes} does not fit size {size} of dim {dim} "
+                f"of the input of shape {x.shape}; expected sizes whose product is {size}"
+            )
+        return x.reshape(*x.shape[:dim], *sizes, *x.shape[dim + 1 :])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -1,8 +1,10 @@
-"""Loss modules: ``MSELoss``, ``CrossEntropyLoss``, ``NLLLoss`` (see ``tadiff.nn.functional``)."""
+"""Loss modules: thin wrappers of the loss functions in ``tadiff.nn.functional``."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from tadiff.autograd.tensor import Tensor
 from tadiff.nn import functional as F
@@ -58,3 +60,98 @@ class NLLLoss(Module):
 
     def forward(self, input: Tensor, target: Any) -> Tensor:
         return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+
+class L1Loss(Module):
+    """Mean absolute error; ``reduction`` is ``"mean"``, ``"sum"`` or ``"none"`` (``F.l1_loss``).
+
+    Example:
+        >>> import tadiff as td
+        >>> float(L1Loss()(td.tensor([1.0, -1.0]), td.tensor([0.0, 0.0])))
+        1.0
+    """
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.l1_loss(input, target, self.reduction)
+
+
+class SmoothL1Loss(Module):
+    """Quadratic below ``beta``, linear above (see ``F.smooth_l1_loss``)."""
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0):
+        super().__init__()
+        self.reduction, self.beta = reduction, beta
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class HuberLoss(Module):
+    """Quadratic below ``delta``, ``delta``-sloped linear above (see ``F.huber_loss``)."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__()
+        self.reduction, self.delta = reduction, delta
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.huber_loss(input, target, self.reduction, self.delta)
+
+
+class BCELoss(Module):
+    """Binary cross entropy of probabilities (see ``F.binary_cross_entropy``).
+
+    ``weight`` (broadcasting to the input) is registered as a buffer when it is given.
+    """
+
+    def __init__(self, weight: Any = None, reduction: str = "mean"):
+        super().__init__()
+        self.register_buffer("weight", _as_buffer(weight))
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
+class BCEWithLogitsLoss(Module):
+    """Binary cross entropy of logits, computed stably (``F.binary_cross_entropy_with_logits``).
+
+    Example:
+        >>> import tadiff as td
+        >>> loss = BCEWithLogitsLoss(pos_weight=td.tensor([2.0, 1.0]))
+        >>> round(float(loss(td.zeros(1, 2), td.tensor([[1.0, 0.0]]))), 4)
+        1.0397
+    """
+
+    def __init__(self, weight: Any = None, reduction: str = "mean", pos_weight: Any = None):
+        super().__init__()
+        self.register_buffer("weight", _as_buffer(weight))
+        self.register_buffer("pos_weight", _as_buffer(pos_weight))
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, self.reduction, self.pos_weight
+        )
+
+
+class KLDivLoss(Module):
+    """KL divergence of the target from log-probabilities (see ``F.kl_div``); ``reduction``
+    also takes ``"batchmean"`` (the per-sample divergence)."""
+
+    def __init__(self, reduction: str = "mean", log_target: bool = False):
+        super().__init__()
+        self.reduction, self.log_target = reduction, log_target
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.kl_div(input, target, self.reduction, self.log_target)
+
+
+def _as_buffer(value: Any) -> Tensor | None:
+    if value is None or isinstance(value, Tensor):
+        return value
+    array = np.asarray(value)
+    return Tensor(array if array.dtype.kind == "f" else array.astype(np.float64))
