@@ -10,16 +10,20 @@ Example:
 """
 
 from tadiff.optim import lr_scheduler
+from tadiff.optim.adagrad import Adagrad
 from tadiff.optim.adam import Adam, AdamW
 from tadiff.optim.clip import clip_grad_norm_, clip_grad_value_
 from tadiff.optim.optimizer import Optimizer
+from tadiff.optim.rmsprop import RMSprop
 from tadiff.optim.sgd import SGD
 
 __all__ = [
     "SGD",
+    "Adagrad",
     "Adam",
     "AdamW",
     "Optimizer",
+    "RMSprop",
     "clip_grad_norm_",
     "clip_grad_value_",
     "lr_scheduler",
