@@ -3,6 +3,7 @@
     python benchmarks/index_ops.py                  # medium sizes (the default), 5 repeats
     python benchmarks/index_ops.py --size full      # batch 16, 64->64 channels, 56x56, 3x3
     python benchmarks/index_ops.py --quick          # small sizes, 3 repeats (a smoke run)
+    python benchmarks/index_ops.py --only "conv2d s2"   # only the rows whose name contains it
 
 Table 1 — engine ops (``f(x=Tensor, w=Tensor)``, then ``.sum().backward()``) against
 ``torch.nn.functional`` with autograd, float32, medians of the repeats: conv1d and conv2d with
@@ -128,7 +129,7 @@ def _torch_step(fn, arrays, names, backward: bool):
     return y, ts
 
 
-def table_engine(size: str, repeats: int, backends: list[str]) -> None:
+def table_engine(size: str, repeats: int, backends: list[str], only: str | None = None) -> None:
     print(f"\n### Engine ops vs PyTorch (float32, size {size!r}, median of {repeats})\n")
     head = "| op | torch fwd | tadiff fwd | ratio | torch fwd+bwd |"
     rule = "|---|---:|---:|---:|---:|"
@@ -138,6 +139,8 @@ def table_engine(size: str, repeats: int, backends: list[str]) -> None:
     print(head)
     print(rule)
     for name, source, arrays64, torch_fn in _cases(size):
+        if only is not None and only not in name:
+            continue
         arrays = {k: v.astype(np.float32) for k, v in arrays64.items()}
         print(_engine_row(name, define(source), arrays, torch_fn, repeats, backends), flush=True)
 
@@ -276,14 +279,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, 3 repeats")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-numba", action="store_true")
+    parser.add_argument(
+        "--only", metavar="SUBSTRING", help="time only the engine rows whose name contains it"
+    )
     args = parser.parse_args()
     size, repeats = ("quick", 3) if args.quick else (args.size, args.repeats)
     backends = ["auto"] if args.no_numba else ["auto", "numba"]
     # other jobs on the machine move the ratios: the load average says how busy it was
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    one_time_cost()
-    table_engine(size, repeats, backends)
-    table_gather_vs_scatter("medium" if size == "full" else size, repeats)
+    if args.only is None:
+        one_time_cost()
+    table_engine(size, repeats, backends, args.only)
+    if args.only is None:
+        table_gather_vs_scatter("medium" if size == "full" else size, repeats)
     print("\nload average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 

@@ -7,6 +7,10 @@ engine). The kernel's description says which lowering it used: the cases that mu
 new one assert it, so a silent fallback to im2col fails here (the cost model that keeps tiny
 products on im2col is switched off here; one test checks it on its own). Hypothesis draws random
 geometries (sizes, kernel, stride, dilation, trailing input elements no output reads).
+
+Two plans evaluate a window product: products of strided views of prepared (padded,
+phase-split) arguments, and per-block copies of the window terms read with the argument's own
+strides. The cost rule picks one; the ``path`` fixture forces each in turn where both apply.
 """
 
 from __future__ import annotations
@@ -30,6 +34,19 @@ def _small_sizes_take_the_window_lowering(monkeypatch):
     # arithmetic per NumPy call); the lowering under test is the window one, so switch it off.
     # Kernels are built with lower_numpy, outside the cache, so nothing leaks to other tests.
     monkeypatch.setattr(_window_gemm, "_MIN_FLOPS_PER_CALL", 0)
+
+
+_BLOCKS = "copied per block"
+
+
+@pytest.fixture(params=["chosen", "blocks", "views"])
+def path(request, monkeypatch):
+    """Which plan evaluates window products: the cost rule's choice, or each one forced."""
+    if request.param == "blocks":
+        monkeypatch.setattr(_window_gemm, "_copies_whole", lambda plan: True)
+    elif request.param == "views":
+        monkeypatch.setattr(_window_gemm, "_BLOCKS", False)
+    return request.param
 
 
 _TOL = {np.float64: 1e-12, np.float32: 2e-5}
@@ -76,12 +93,19 @@ CONVS = [
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize(("source", "xs", "ws"), CONVS, ids=[c[0] for c in CONVS])
-def test_convolutions_take_the_window_lowering_and_match_the_interpreter(source, xs, ws, dtype):
+def test_convolutions_take_the_window_lowering_and_match_the_interpreter(
+    source, xs, ws, dtype, path
+):
     rng = np.random.default_rng(0)
     f = define(source)
     arrays = {"x": rng.normal(size=xs), "w": rng.normal(size=ws)}
     for fn, args in _functions(f, arrays, rng):
-        assert _WINDOW in _check(fn, args, dtype), f"{fn} fell back to the general path"
+        plan = _check(fn, args, dtype)
+        assert _WINDOW in plan, f"{fn} fell back to the general path"
+        if path == "views":
+            assert _BLOCKS not in plan
+        elif path == "blocks":
+            assert _BLOCKS in plan, f"{fn} did not take the block copies"
 
 
 SAME = "y[b,o,h:9,v:8] = sum[c, i=max(0,1-h):min(3,10-h), j=max(0,1-v):min(3,9-v)]"
@@ -186,9 +210,19 @@ def _geometries(draw):
     return source, (batch, c_in, *spatial), (c_out, c_in, *kernel_size)
 
 
+@pytest.mark.parametrize("forced", [False, True], ids=["chosen", "blocks"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_geometries(), st.integers(0, 2**32 - 1))
-def test_random_convolution_geometries_match_the_interpreter(geometry, seed):
+@given(geometry=_geometries(), seed=st.integers(0, 2**32 - 1))
+def test_random_convolution_geometries_match_the_interpreter(forced, geometry, seed):
+    if forced:  # the block copies wherever they apply (clipped boxes at every geometry)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_window_gemm, "_copies_whole", lambda plan: True)
+            _random_geometry(geometry, seed)
+    else:
+        _random_geometry(geometry, seed)
+
+
+def _random_geometry(geometry, seed):
     source, xs, ws = geometry
     rng = np.random.default_rng(seed)
     f = define(source)
@@ -241,7 +275,7 @@ VARIANTS = [
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize(("source", "shapes"), VARIANTS, ids=[v[0] for v in VARIANTS])
-def test_layout_and_index_variants_match_the_interpreter(source, shapes, dtype):
+def test_layout_and_index_variants_match_the_interpreter(source, shapes, dtype, path):
     rng = np.random.default_rng(7)
     f = define(source)
     arrays = {n: rng.normal(size=s) for n, s in shapes.items()}
@@ -275,3 +309,41 @@ def test_cost_model_keeps_many_tiny_blocks_on_im2col_and_full_sizes_on_windows(m
     large = {"x": (16, 64, 56, 56), "w": (64, 64, 3, 3)}
     assert _WINDOW not in lower_numpy(f, small, np.float32).source
     assert _WINDOW in lower_numpy(f, large, np.float32).source
+
+
+def test_cost_rule_copies_blocks_where_the_views_plan_would_copy_an_argument_whole():
+    # stride 2, dilation 1 reads every phase of x: the views plan would split x whole first;
+    # stride 2, dilation 2 reads one phase (a quarter of x): its views plan stays. Input
+    # gradients read dy past its edges (a padded copy): always block copies.
+    large = {"x": (16, 64, 56, 56), "w": (64, 64, 3, 3)}
+    for (stride, dilation), expected in {(2, 1): [True] * 3, (2, 2): [False, True, False]}.items():
+        f = define(_conv2d(stride, dilation))
+        shapes = {**large, "dy": f.output_shape(**large)}
+        plans = [
+            lower_numpy(fn, {n: shapes[n] for n in fn.args}, np.float32).source
+            for fn in (f, f.grad("x"), f.grad("w"))
+        ]
+        assert all(_WINDOW in p for p in plans)
+        assert [_BLOCKS in p for p in plans] == expected, (stride, dilation)
+
+
+@pytest.mark.parametrize(("stride", "dilation"), [(2, 1), (1, 1), (2, 2)])
+def test_float32_engine_convolution_matches_torch(stride, dilation):
+    # the block copies at float32, through the engine (odd sizes, both gradients)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(3, 5, 15, 13)).astype(np.float32)
+    w = rng.normal(size=(6, 5, 3, 3)).astype(np.float32)
+    f = define(_conv2d(stride, dilation))
+    tx, tw = td.tensor(x, requires_grad=True), td.tensor(w, requires_grad=True)
+    y = f(x=tx, w=tw)
+    g = rng.normal(size=y.shape).astype(np.float32)
+    (y * td.tensor(g)).sum().backward()
+    rx = torch.tensor(x, requires_grad=True)
+    rw = torch.tensor(w, requires_grad=True)
+    ry = torch.nn.functional.conv2d(rx, rw, stride=stride, dilation=dilation)
+    ry.backward(torch.tensor(g))
+    assert y.data.dtype == np.float32
+    for got, want in ((y.data, ry), (tx.grad.data, rx.grad), (tw.grad.data, rw.grad)):
+        want = want.detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

@@ -290,10 +290,31 @@ def plan_window_gemm(
     terms = int(np.prod([length(a) for a in window], dtype=np.int64))
     if not window or terms > _MAX_TERMS or any(length(a) > _MAX_WINDOW for a in window):
         return None
+    blocks = None
     if _BLOCKS:
         blocks = _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale)
-        if blocks is not None:
-            return blocks
+    views = _plan_views(ops, window, summed, length, ndim, dtype, scale)
+    if blocks is not None and (views is None or _copies_whole(views)):
+        return blocks
+    return None if views is None else views.run
+
+
+def _copies_whole(plan: _Plan) -> bool:
+    """The views plan copies an argument whole per call before its products: a padded copy,
+    a phase split that reads every phase, or a zero-filled relayout of an unsplit argument.
+    Block copies then cost less: they read each term's elements once, in cache, with no
+    whole-array pass first (a stride-2 convolution's forward, any input gradient)."""
+    ops = plan.ops
+    if any(op.pads is not None for op in ops):
+        return True
+    split = [op for op in ops if op.phases is not None]
+    if any(all(len(u) == g for u, g in zip(op.used, op.phases, strict=True)) for op in split):
+        return True
+    return not split and any(op.relayout is not None for op in ops)
+
+
+def _plan_views(ops, window, summed, length, ndim, dtype, scale) -> _Plan | None:
+    """The products of strided views of the prepared arguments (see the module docstring)."""
     in_a, in_b = (set(op.stride) - window for op in ops)
     if (in_a ^ in_b) & summed:
         return None  # a sum variable in one factor only: not a matrix product
@@ -334,7 +355,7 @@ def plan_window_gemm(
     )
     if plan.flops < _MIN_FLOPS_PER_CALL * plan.calls:
         return None  # many small blocks (a large batch of tiny images): Python calls dominate
-    return plan.run
+    return plan
 
 
 def _contracted_chain(a_op, b_op, m_chain, n_chain, contracted, window, length) -> list[int]:
