@@ -227,3 +227,77 @@ CASES += [  # multi-output ops that produce a single piece
     *_cases("split_single", lambda m, a: m.split(a, 5, dim=1)[0] ** 2, [((2, 3),)]),
     *_cases("chunk_single", lambda m, a: m.chunk(a, 1, 0)[0] ** 2, [((2, 3),)]),
 ]
+
+CASES += [  # more element-wise math
+    *_cases("asin", lambda m, a: m.asin(a), UNARY_SHAPES, "unit"),
+    *_cases("acos", lambda m, a: m.acos(a), UNARY_SHAPES, "unit"),
+    *_cases("atan", lambda m, a: m.atan(a), UNARY_SHAPES),
+    *_cases("sinh", lambda m, a: m.sinh(a), UNARY_SHAPES),
+    *_cases("cosh", lambda m, a: m.cosh(a), UNARY_SHAPES),
+    *_cases("asinh", lambda m, a: m.asinh(a), UNARY_SHAPES),
+    *_cases("acosh", lambda m, a: m.acosh(a + 1.5), UNARY_SHAPES, "positive"),
+    *_cases("atanh", lambda m, a: m.atanh(a), UNARY_SHAPES, "unit"),
+    *_cases("log2", lambda m, a: m.log2(a), UNARY_SHAPES, "positive"),
+    *_cases("log10", lambda m, a: a.log10(), UNARY_SHAPES, "positive"),
+    *_cases("exp2", lambda m, a: m.exp2(a), UNARY_SHAPES),
+    *_cases("reciprocal", lambda m, a: m.reciprocal(a), UNARY_SHAPES, "nonzero"),
+    *_cases("rsqrt", lambda m, a: a.rsqrt(), UNARY_SHAPES, "positive"),
+    *_cases("square", lambda m, a: m.square(a), UNARY_SHAPES),
+    *_cases("rounding", lambda m, a: m.floor(a * 3) + m.ceil(a) * a + m.trunc(a) + m.round(a * 2), UNARY_SHAPES),  # noqa: E501
+    *_cases("frac", lambda m, a: m.frac(a * 3) * a, UNARY_SHAPES),
+    *_cases("atan2", lambda m, a, b: m.atan2(a, b), BINARY_SHAPES, "nonzero"),
+    *_cases("logaddexp", lambda m, a, b: m.logaddexp(a, b), BINARY_SHAPES),
+    *_cases("remainder_scalar", lambda m, a: m.remainder(a, 0.7) * a, UNARY_SHAPES),
+    *_cases("fmod", lambda m, a, b: m.fmod(a, b), [((3,), (3,)), ((2, 3), (3,))], "positive"),
+    *_cases("mod_operator", lambda m, a, b: a % b, [((2, 3), (3,))], "positive"),
+    *_cases("clamp_max", lambda m, a: m.clamp_max(a, 0.2), UNARY_SHAPES),
+    *_cases("lerp", lambda m, a, b: m.lerp(a, b, 0.3), BINARY_SHAPES),
+    *_cases("lerp_tensor_weight", lambda m, a, b, c: m.lerp(a, b, c), [((2, 3), (3,), (2, 1))]),
+    *_cases("masked_fill", lambda m, a: a.masked_fill(a > 0, 0.5) * a, UNARY_SHAPES, "nonzero"),
+    *_cases("masked_fill_tensor", lambda m, a, b: a.masked_fill(a > 0, b) * a, [((2, 3), ())], "nonzero"),  # noqa: E501
+    *_cases("nan_to_num_finite", lambda m, a: m.nan_to_num(a) * a, UNARY_SHAPES),
+    # scans, sorting, selection (distinct random values: no ties)
+    *_cases("cumsum", lambda m, a: m.cumsum(a, 1) ** 2, [((2, 3),), ((2, 0),)]),
+    *_cases("cumsum_vector", lambda m, a: m.cumsum(a, 0) * a, [((4,),)]),
+    *_cases("cumprod", lambda m, a: m.cumprod(a, -1) * 2, [((2, 4),), ((3,),)], "nonzero"),
+    *_cases("sort", lambda m, a: m.sort(a, 1).values * m.arange(3.0), [((2, 3),)]),
+    *_cases("sort_descending", lambda m, a: m.sort(a, 0, descending=True)[0] ** 2, [((4, 2),)]),
+    *_cases("topk", lambda m, a: m.topk(a, 2, dim=1).values ** 2, [((2, 4),)]),
+    *_cases("topk_smallest", lambda m, a: a.topk(1, dim=0, largest=False)[0] * 3, [((3, 2),)]),
+    *_cases("kthvalue", lambda m, a: m.kthvalue(a, 2, 1).values ** 2, [((3, 4),)]),
+    *_cases("median_all", lambda m, a: m.median(a) * 2, [((3, 4),), ((5,),)]),
+    *_cases("median_dim", lambda m, a: a.median(dim=0, keepdim=True).values ** 2, [((4, 3),)]),
+    # matrices
+    *_cases("mm", lambda m, a, b: m.mm(a, b), [((2, 3), (3, 4))]),
+    *_cases("bmm", lambda m, a, b: m.bmm(a, b), [((2, 2, 3), (2, 3, 1))]),
+    *_cases("mv", lambda m, a, b: m.mv(a, b), [((2, 3), (3,))]),
+    *_cases("dot", lambda m, a, b: m.dot(a, b), [((3,), (3,))]),
+    *_cases("outer", lambda m, a, b: m.outer(a, b), [((3,), (2,))]),
+    *_cases("addmm", lambda m, c, a, b: m.addmm(c, a, b, beta=0.5, alpha=2.0), [((2, 4), (2, 3), (3, 4)), ((4,), (2, 3), (3, 4))]),  # noqa: E501
+    *_cases("baddbmm", lambda m, c, a, b: m.baddbmm(c, a, b, alpha=0.5), [((2, 2, 2), (2, 2, 3), (2, 3, 2))]),  # noqa: E501
+    *_cases("tensordot", lambda m, a, b: m.tensordot(a, b, dims=([1, 0], [0, 2])), [((3, 2, 4), (2, 5, 3))]),  # noqa: E501
+    *_cases("tensordot_int", lambda m, a, b: m.tensordot(a, b, 1), [((2, 3), (3, 2))]),
+    *_cases("kron", lambda m, a, b: m.kron(a, b), [((2, 3), (2, 2)), ((3,), (2, 1))]),
+    *_cases("cross", lambda m, a, b: m.linalg.cross(a, b) if m.__name__ == "torch" else m.cross(a, b), [((2, 3), (2, 3))]),  # noqa: E501
+    *_cases("diagonal", lambda m, a: m.diagonal(a, 1) ** 2, [((3, 4),), ((4, 3),)]),
+    *_cases("diagonal_neg", lambda m, a: a.diagonal(-1) * 2, [((3, 3),)]),
+    *_cases("diagonal_dims", lambda m, a: m.diagonal(a, 0, 0, 2) ** 2, [((3, 2, 3),)]),
+    *_cases("diag_vector", lambda m, a: m.diag(a, 1) * 2, [((3,),)]),
+    *_cases("diag_matrix", lambda m, a: m.diag(a) ** 2, [((3, 3),)]),
+    *_cases("trace", lambda m, a: m.trace(a) * m.trace(a @ a.T), [((3, 3),), ((2, 4),)]),
+    # rearranging
+    *_cases("t", lambda m, a: a.t() * 2, [((2, 3),), ((3,),)]),
+    *_cases("narrow", lambda m, a: m.narrow(a, 1, 1, 2) ** 2, [((2, 4),)]),
+    *_cases("movedim", lambda m, a: m.movedim(a, 0, 2) * 2, [((2, 3, 4),)]),
+    *_cases("roll", lambda m, a: m.roll(a, (1, -1), (0, 1)) * m.arange(12.0).reshape(3, 4), [((3, 4),)]),  # noqa: E501
+    *_cases("roll_flat", lambda m, a: m.roll(a, 2) * m.arange(6.0).reshape(2, 3), [((2, 3),)]),
+    *_cases("repeat", lambda m, a: a.repeat(2, 1, 3) * 2, [((2, 3),)]),
+    *_cases("tile", lambda m, a: m.tile(a, (2,)) ** 2, [((2, 3),)]),
+    *_cases("repeat_interleave", lambda m, a: m.repeat_interleave(a, 2, dim=1) ** 2, [((2, 3),)]),
+    *_cases("repeat_interleave_counts", lambda m, a: a.repeat_interleave(m.tensor([1, 0, 3]), dim=0) ** 2, [((3, 2),)]),  # noqa: E501
+    *_cases("index_select", lambda m, a: m.index_select(a, 1, m.tensor([2, 0, 2])) ** 2, [((2, 3),)]),  # noqa: E501
+    *_cases("take_along_dim", lambda m, a: m.take_along_dim(a, m.tensor([[0], [2]]), 1) ** 2, [((2, 3),)]),  # noqa: E501
+    *_cases("broadcast_tensors", lambda m, a, b: m.broadcast_tensors(a, b)[0] * m.broadcast_tensors(a, b)[1], [((2, 1), (3,))]),  # noqa: E501
+    *_cases("meshgrid", lambda m, a, b: m.meshgrid(a, b, indexing="xy")[0] * m.meshgrid(a, b, indexing="xy")[1] ** 2, [((2,), (3,))]),  # noqa: E501
+    *_cases("hstack_vstack", lambda m, a, b: m.hstack([a, b]) * 2 + m.vstack([a, b]).sum(), [((3,), (3,))]),  # noqa: E501
+]  # fmt: skip

@@ -1,7 +1,8 @@
-"""Tensor factories: ``tensor zeros ones full arange linspace eye rand randn`` and ``*_like``.
+"""Tensor factories: ``tensor zeros ones full arange linspace eye``, the random ``rand randn
+randint randperm normal bernoulli multinomial``, and ``*_like``.
 
 Floating results default to float32, as in torch; arrays passed to ``tensor`` keep their dtype
-(float64 stays float64). ``manual_seed`` seeds the generator behind ``rand``/``randn``.
+(float64 stays float64). ``manual_seed`` seeds the one generator behind every random factory.
 
 Example:
     >>> import tadiff as td
@@ -134,6 +135,81 @@ def rand(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
 def randn(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples (seed with ``manual_seed``)."""
     return _new(_rng.standard_normal(_size(size)).astype(_dtype(dtype)), requires_grad)
+
+
+def randint(
+    low: int,
+    high: int | None = None,
+    size: Any = None,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Uniform integers in ``[low, high)``; ``randint(high, size)`` starts at 0 (torch's
+    overloads). int64 unless ``dtype`` says otherwise."""
+    if size is None:
+        if high is None or not isinstance(high, (tuple, list)):
+            raise InputError("randint: a size tuple is required, e.g. randint(0, 10, (3,))")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if high <= low:
+        raise InputError(f"randint: expected low < high, got low={low}, high={high}")
+    data = _rng.integers(int(low), int(high), _size((size,) if isinstance(size, int) else size))
+    return _new(data.astype(_dtype(dtype, np.int64)), requires_grad)
+
+
+def randperm(n: int, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64)."""
+    if int(n) < 0:
+        raise InputError(f"randperm: n must be non-negative, got {n}")
+    return _new(_rng.permutation(int(n)).astype(_dtype(dtype, np.int64)), requires_grad)
+
+
+def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, dtype: Any = None) -> Tensor:
+    """Normal samples with the given ``mean`` and ``std`` (numbers or arrays that broadcast;
+    ``size`` when both are numbers). Not differentiable in ``mean``/``std``."""
+    m = np.asarray(mean.data if isinstance(mean, Tensor) else mean, dtype=np.float64)
+    s = np.asarray(std.data if isinstance(std, Tensor) else std, dtype=np.float64)
+    if (s < 0).any():
+        raise InputError("normal: std must be non-negative")
+    shape = np.broadcast_shapes(m.shape, s.shape) if size is None else _size(_tuple(size))
+    like = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
+    dt = _dtype(dtype, like.dtype if like is not None else np.float32)
+    return _new((m + s * _rng.standard_normal(shape)).astype(dt), False)
+
+
+def bernoulli(p: Any) -> Tensor:
+    """0/1 samples with probabilities ``p`` (a Tensor or array in [0, 1]), in ``p``'s dtype."""
+    probs = p.data if isinstance(p, Tensor) else np.asarray(p, dtype=np.float32)
+    if probs.size and (probs.min() < 0 or probs.max() > 1):
+        raise InputError("bernoulli: probabilities must be in [0, 1]")
+    return _new((_rng.random(probs.shape) < probs).astype(probs.dtype), False)
+
+
+def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tensor:
+    """Indices sampled from the rows of ``input`` (non-negative weights, 1-D or 2-D), int64."""
+    w = np.asarray(input.data if isinstance(input, Tensor) else input, dtype=np.float64)
+    if w.ndim not in (1, 2):
+        raise InputError(f"multinomial: input must be 1-D or 2-D, got shape {w.shape}")
+    rows = w.reshape(-1, w.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(1) <= 0).any():
+        raise InputError("multinomial: weights must be finite, non-negative, with positive sum")
+    if not replacement and num_samples > (rows > 0).sum(1).min():
+        raise InputError(
+            f"multinomial: cannot draw {num_samples} samples without replacement from "
+            f"{int((rows > 0).sum(1).min())} categories of nonzero weight"
+        )
+    picks = [
+        _rng.choice(rows.shape[1], int(num_samples), replace=replacement, p=r / r.sum())
+        for r in rows
+    ]
+    out = np.asarray(picks, dtype=np.int64).reshape((*w.shape[:-1], int(num_samples)))
+    return _new(out, False)
+
+
+def _tuple(size: Any) -> tuple[Any, ...]:
+    return (size,) if isinstance(size, (int, np.integer)) else tuple(size)
 
 
 def _like(t: Any, dtype: Any) -> tuple[tuple[int, ...], Any]:

@@ -16,6 +16,7 @@ __all__ = [
     "_make",
     "_state",
     "as_tensor",
+    "broadcasts_to",
     "needs_grad",
     "norm_dim",
     "norm_dims",
@@ -64,6 +65,14 @@ def as_tensor(value: Any, like: Tensor | None = None, name: str = "argument") ->
             arr = arr.astype(np.float32)
         return _make(arr)
     raise DTypeError(f"{name} must be a Tensor, array or number; got {type(value).__name__}")
+
+
+def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` broadcasts to exactly ``target``."""
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
 
 
 def needs_grad(*tensors: Tensor) -> bool:

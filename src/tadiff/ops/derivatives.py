@@ -224,6 +224,29 @@ def _minimum_b(F: Any, g: Any, a: Any, b: Any) -> Any:
     return F.sum_to(F.where(bd < ad, g, _masked(F, ad == bd, g / 2)), b.shape)
 
 
+def _reverse_cumsum(F: Any, a: Any, ax: int) -> Any:
+    return F.flip(F.cumsum(F.flip(a, ax), ax), ax)
+
+
+def _cumprod_input(F: Any, g: Any, x: Any, r: Any, ax: int) -> Any:
+    """d cumprod: ``Σ_{j≥i} g_j r_j / x_i``. With zeros in ``x`` that quotient is undefined, so
+    the gradient is built without division: ``(Π_{k<i} x_k) · S_i`` with the reverse recurrence
+    ``S_i = g_i + x_{i+1} S_{i+1}`` (a loop along ``ax``), exact to every order."""
+    if not (F.data(x) == 0).any():
+        return _reverse_cumsum(F, g * r, ax) / x
+    n = x.shape[ax]
+
+    def part(a: Any, i: Any) -> Any:
+        return a[(slice(None),) * ax + (i,)]
+
+    s = [part(g, n - 1)]
+    for i in range(n - 2, -1, -1):
+        s.append(part(g, i) + part(x, i + 1) * s[-1])
+    one = part(x, slice(0, 1)) * 0 + 1
+    before = F.cumprod(F.cat([one, part(x, slice(0, n - 1))], ax), ax)  # Π_{k<i} x_k
+    return before * F.stack(s[::-1], ax)
+
+
 # ---- the table -------------------------------------------------------------------------------
 # Formula arguments: ``g`` the output's gradient, ``x``/``a``/``b`` saved inputs, ``r`` the saved
 # result. Where it is not plain from the names, a comment reads "saved; args": what the forward
@@ -247,6 +270,27 @@ ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, F.data(r) > 0,
 SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))
 AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))
 SignBackward0 = _node("SignBackward0", lambda F, g: g * 0)
+AsinBackward0 = _node("AsinBackward0", lambda F, g, x: g * (1 - x * x) ** -0.5)
+AcosBackward0 = _node("AcosBackward0", lambda F, g, x: -g * (1 - x * x) ** -0.5)
+AtanBackward0 = _node("AtanBackward0", lambda F, g, x: g / (x * x + 1))
+SinhBackward0 = _node("SinhBackward0", lambda F, g, x: g * F.cosh(x))
+CoshBackward0 = _node("CoshBackward0", lambda F, g, x: g * F.sinh(x))
+AsinhBackward0 = _node("AsinhBackward0", lambda F, g, x: g * (x * x + 1) ** -0.5)
+AcoshBackward0 = _node("AcoshBackward0", lambda F, g, x: g * (x * x - 1) ** -0.5)
+AtanhBackward0 = _node("AtanhBackward0", lambda F, g, x: g / (1 - x * x))
+Log2Backward0 = _node("Log2Backward0", lambda F, g, x: g / (x * math.log(2.0)))
+Log10Backward0 = _node("Log10Backward0", lambda F, g, x: g / (x * math.log(10.0)))
+Exp2Backward0 = _node("Exp2Backward0", lambda F, g, r: g * r * math.log(2.0))
+ReciprocalBackward0 = _node("ReciprocalBackward0", lambda F, g, r: -g * r * r)
+RsqrtBackward0 = _node("RsqrtBackward0", lambda F, g, r: g * r * r * r * -0.5)
+# rounding: piecewise constant, gradient 0 (torch's convention)
+FloorBackward0 = _node("FloorBackward0", lambda F, g: g * 0)
+CeilBackward0 = _node("CeilBackward0", lambda F, g: g * 0)
+TruncBackward0 = _node("TruncBackward0", lambda F, g: g * 0)
+RoundBackward0 = _node("RoundBackward0", lambda F, g: g * 0)
+FracBackward0 = _node("FracBackward0", lambda F, g: g)
+# ; finite (where the input was finite)
+NanToNumBackward0 = _node("NanToNumBackward0", lambda F, g, finite: _masked(F, finite, g))
 # x; lo, hi
 ClampBackward1 = _node(
     "ClampBackward1",
@@ -296,12 +340,40 @@ PowBackward1 = _node(
 )
 MaximumBackward0 = _node("MaximumBackward0", _maximum_a, _maximum_b)
 MinimumBackward0 = _node("MinimumBackward0", _minimum_a, _minimum_b)
+Atan2Backward0 = _node(
+    "Atan2Backward0",
+    lambda F, g, a, b: F.sum_to(g * b / (a * a + b * b), a.shape),
+    lambda F, g, a, b: F.sum_to(-g * a / (a * a + b * b), b.shape),
+)
+# a, b, result
+LogaddexpBackward0 = _node(
+    "LogaddexpBackward0",
+    lambda F, g, a, b, r: F.sum_to(g * F.exp(a - r), a.shape),
+    lambda F, g, a, b, r: F.sum_to(g * F.exp(b - r), b.shape),
+)
+RemainderBackward0 = _node(
+    "RemainderBackward0",
+    lambda F, g, a, b: F.sum_to(g, a.shape),
+    lambda F, g, a, b: F.sum_to(-g * np.floor(F.data(a) / F.data(b)), b.shape),
+)
+FmodBackward0 = _node(
+    "FmodBackward0",
+    lambda F, g, a, b: F.sum_to(g, a.shape),
+    lambda F, g, a, b: F.sum_to(-g * np.trunc(F.data(a) / F.data(b)), b.shape),
+)
 # ; cond, shapes
 WhereBackward0 = _node(
     "WhereBackward0",
     lambda F, g, c, sa, sb: F.sum_to(_masked(F, c, g), sa),
     lambda F, g, c, sa, sb: F.sum_to(F.where(c, 0, g), sb),
 )
+
+# scans ; axis (None: a 0-d input)
+CumsumBackward0 = _node(
+    "CumsumBackward0", lambda F, g, ax: g if ax is None else _reverse_cumsum(F, g, ax)
+)
+# x, result; axis
+CumprodBackward0 = _node("CumprodBackward0", _cumprod_input)
 
 # reductions (dims: tuple of axes or None for all; keepdim as given)
 # ; shape, dims, keepdim

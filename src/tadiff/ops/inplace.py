@@ -42,6 +42,7 @@ from tadiff.ops import elementwise as ew
 from tadiff.ops._common import Tensor, _make, _state, record
 from tadiff.ops._views import view_positions
 from tadiff.ops.indexing import index_put
+from tadiff.ops.pointwise import masked_fill
 
 
 def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) -> Tensor:
@@ -188,3 +189,8 @@ def copy_(t: Tensor, src: Any) -> Tensor:
     if src.data.dtype != t.data.dtype:
         src = src.to(t.data.dtype)
     return _apply_inplace(t, index_put, Ellipsis, src, name="copy_")
+
+
+def masked_fill_(t: Tensor, mask: Any, value: Any) -> Tensor:
+    """Fill with ``value`` where ``mask`` holds, in place."""
+    return _apply_inplace(t, masked_fill, mask, value, name="masked_fill_")

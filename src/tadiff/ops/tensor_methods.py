@@ -13,7 +13,18 @@ import numpy as np
 
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.ops import elementwise as ew
-from tadiff.ops import indexing, inplace, linalg, reductions, shape
+from tadiff.ops import (
+    indexing,
+    inplace,
+    linalg,
+    matrix,
+    pointwise,
+    predicates,
+    rearrange,
+    reductions,
+    shape,
+    sorting,
+)
 
 
 def _rmatmul(a: Tensor, b: Any) -> Tensor:
@@ -41,6 +52,35 @@ def _expand_as(x: Tensor, other: Tensor) -> Tensor:
 
 def _type_as(x: Tensor, other: Tensor) -> Tensor:
     return shape.to(x, other.dtype)
+
+
+def _new_like(fill: Any) -> Any:
+    def op(x: Tensor, *size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+        shape_ = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        out = Tensor(np.full(shape_, fill, dtype=x.dtype if dtype is None else dtype))
+        return out.requires_grad_(requires_grad) if requires_grad else out
+
+    return op
+
+
+def _new_full(
+    x: Tensor, size: Any, fill_value: Any, *, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return _new_like(fill_value)(x, tuple(size), dtype=dtype, requires_grad=requires_grad)
+
+
+def _new_tensor(x: Tensor, data: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    arr = np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype or x.dtype)
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+def _floor_divide(a: Tensor, b: Any) -> Tensor:
+    # torch's // rounds toward -inf and has no derivative: a plain result outside the graph
+    return _make(np.asarray(np.floor_divide(a.data, b.data if isinstance(b, Tensor) else b)))
+
+
+def _rfloor_divide(a: Tensor, b: Any) -> Tensor:
+    return _make(np.asarray(np.floor_divide(b, a.data)))
 
 
 _METHODS: dict[str, Any] = {
@@ -85,7 +125,6 @@ _METHODS: dict[str, Any] = {
     "pow": ew.pow,
     "neg": ew.neg,
     "matmul": linalg.matmul,
-    "mm": linalg.matmul,
     "exp": ew.exp,
     "erf": ew.erf,
     "erfc": ew.erfc,
@@ -158,6 +197,95 @@ _METHODS: dict[str, Any] = {
     # indexing
     "gather": indexing.gather,
     "scatter_add": indexing.scatter_add,
+    # more math
+    "__mod__": pointwise.remainder,
+    "__rmod__": lambda a, b: pointwise.remainder(b, a),
+    "__floordiv__": _floor_divide,
+    "__rfloordiv__": _rfloor_divide,
+    "asin": pointwise.asin,
+    "acos": pointwise.acos,
+    "atan": pointwise.atan,
+    "arcsin": pointwise.asin,
+    "arccos": pointwise.acos,
+    "arctan": pointwise.atan,
+    "sinh": pointwise.sinh,
+    "cosh": pointwise.cosh,
+    "asinh": pointwise.asinh,
+    "acosh": pointwise.acosh,
+    "atanh": pointwise.atanh,
+    "atan2": pointwise.atan2,
+    "log2": pointwise.log2,
+    "log10": pointwise.log10,
+    "exp2": pointwise.exp2,
+    "logaddexp": pointwise.logaddexp,
+    "reciprocal": pointwise.reciprocal,
+    "rsqrt": pointwise.rsqrt,
+    "square": pointwise.square,
+    "floor": pointwise.floor,
+    "ceil": pointwise.ceil,
+    "round": pointwise.round,
+    "trunc": pointwise.trunc,
+    "frac": pointwise.frac,
+    "remainder": pointwise.remainder,
+    "fmod": pointwise.fmod,
+    "clamp_min": pointwise.clamp_min,
+    "clamp_max": pointwise.clamp_max,
+    "lerp": pointwise.lerp,
+    "masked_fill": pointwise.masked_fill,
+    "nan_to_num": pointwise.nan_to_num,
+    "isnan": predicates.isnan,
+    "isinf": predicates.isinf,
+    "isfinite": predicates.isfinite,
+    "logical_and": predicates.logical_and,
+    "logical_or": predicates.logical_or,
+    "logical_xor": predicates.logical_xor,
+    "logical_not": ew.logical_not,
+    "isclose": predicates.isclose,
+    "allclose": predicates.allclose,
+    "equal": predicates.equal,
+    "all": predicates.all,
+    "any": predicates.any,
+    "count_nonzero": predicates.count_nonzero,
+    "nonzero": predicates.nonzero,
+    # scans, sorting
+    "cumsum": sorting.cumsum,
+    "cumprod": sorting.cumprod,
+    "sort": sorting.sort,
+    "argsort": sorting.argsort,
+    "topk": sorting.topk,
+    "kthvalue": sorting.kthvalue,
+    "median": sorting.median,
+    "unique": sorting.unique,
+    # matrices
+    "mm": matrix.mm,
+    "bmm": matrix.bmm,
+    "mv": matrix.mv,
+    "dot": matrix.dot,
+    "outer": matrix.outer,
+    "diagonal": matrix.diagonal,
+    "diag": matrix.diag,
+    "trace": matrix.trace,
+    "t": rearrange.t,
+    # rearranging
+    "narrow": rearrange.narrow,
+    "movedim": rearrange.movedim,
+    "roll": rearrange.roll,
+    "repeat": rearrange.repeat,
+    "tile": rearrange.tile,
+    "repeat_interleave": rearrange.repeat_interleave,
+    "index_select": rearrange.index_select,
+    "take_along_dim": rearrange.take_along_dim,
+    # new tensors and conversions
+    "new_zeros": _new_like(0),
+    "new_ones": _new_like(1),
+    "new_empty": _new_like(0),
+    "new_full": _new_full,
+    "new_tensor": _new_tensor,
+    "long": lambda x: shape.to(x, np.int64),
+    "int": lambda x: shape.to(x, np.int32),
+    "bool": lambda x: shape.to(x, np.bool_),
+    "half": lambda x: shape.to(x, np.float16),
+    "masked_fill_": inplace.masked_fill_,
     # in place
     "add_": inplace.add_,
     "sub_": inplace.sub_,
