@@ -79,4 +79,18 @@ def run(out: Callable[[str], None]) -> bool:
         g2.item(),
         6 * t * s + 6 * t**2 * co - t**3 * s,
     )
+
+    w = td.tensor([1.0, 2.0, 3.0], dtype="float64", requires_grad=True)
+    buf = w * 1
+    buf[1:] *= w[:2]  # an in-place op on a view rewrites the base's graph (CopySlices)
+    buf.sum().backward()
+    out("buf = w * 1; buf[1:] *= w[:2]  (w = [1, 2, 3]; in place on a view):")
+    out(
+        f"  buf.grad_fn = {_describe(buf.grad_fn)} over "
+        f"{_describe(buf.grad_fn.next_functions[0][0])}"
+    )
+    ok &= _describe(buf.grad_fn.next_functions[0][0]) == "CopySlices"
+    # sum(buf) = w0 + w1 * w0 + w2 * w1: d/dw = [1 + w1, w0 + w2, w1]
+    out(f"  w.grad = {w.grad.tolist()}  expected [3.0, 4.0, 2.0]")
+    ok &= w.grad.tolist() == [3.0, 4.0, 2.0]
     return ok
