@@ -194,9 +194,9 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    """``x * relu6(x + 3) / 6``: ``0`` below -3, ``x`` above 3, ``x (x + 3) / 6`` between.
+    """``x * relu6(x + 3) / 6``: ``0`` up to -3, ``x`` from 3 on, ``x (x + 3) / 6`` between.
 
-    The gradient at -3 and 3 is the middle piece's (``-1/2`` and ``3/2``), as torch's.
+    The gradient at -3 is 0 and at 3 is 1 (the outer pieces'), as torch's.
 
     Example:
         >>> hardswish(td.tensor([-4.0, 0.0, 4.0]))
@@ -204,8 +204,8 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """
     x = as_tensor_arg(input, "hardswish")
     middle = x * (x + 3.0) / 6.0
-    below = x.data < -3.0
-    return td.where(below, x * 0.0, td.where(x.data <= 3.0, middle, x))
+    below = x.data <= -3.0
+    return td.where(below, x * 0.0, td.where(x.data < 3.0, middle, x))
 
 
 def logsigmoid(input: Tensor) -> Tensor:

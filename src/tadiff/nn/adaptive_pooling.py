@@ -65,6 +65,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
         Shape ``(N, C, output_size)`` (or ``(C, output_size)``).
 
     Example:
+        >>> import tadiff as td
         >>> adaptive_avg_pool1d(td.ones(2, 3, 7), 3).shape
         (2, 3, 3)
     """
@@ -87,6 +88,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
         Shape ``(N, C, H_out, W_out)`` (or without ``N``).
 
     Example:
+        >>> import tadiff as td
         >>> adaptive_avg_pool2d(td.ones(1, 2, 5, 6), (2, 3)).shape
         (1, 2, 2, 3)
     """
