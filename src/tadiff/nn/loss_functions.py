@@ -206,7 +206,9 @@ def kl_div(input: Tensor, target: Any, reduction: str = "mean", log_target: bool
     """Kullback-Leibler divergence ``t (log t - x)`` of the target from log-probabilities ``x``.
 
     ``0 log 0`` counts as 0. With ``log_target=True`` the target holds log-probabilities too:
-    ``exp(t) (t - x)``.
+    ``exp(t) (t - x)``. A target that requires grad gets one; where a (non-log) target is 0
+    the true derivative ``log t + 1`` diverges, and this gradient leaves that term out (torch
+    returns nan there).
 
     Args:
         input: log-probabilities, any shape.
