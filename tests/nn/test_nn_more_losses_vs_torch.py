@@ -71,7 +71,7 @@ def test_regression_losses_at_the_branch_points_match_torch():
     # |d| exactly 0, beta/delta, and just around them: the gradient conventions
     d = np.array([0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 1e-9, 3.0])
     x, t = d + 1.0, np.ones_like(d)
-    for name, kw, ours, theirs in REGRESSION:
+    for _name, kw, ours, theirs in REGRESSION:
         compare_with_torch(
             torch,
             lambda a, b, ours=ours, kw=kw: ours(a, b, reduction="sum", **kw),
@@ -136,7 +136,9 @@ def test_bce_with_logits_matches_torch(reduction, weight, pos_weight):
         names.append("pos_weight")
 
     def call(fn):
-        return lambda x, t, *rest: fn(x, t, reduction=reduction, **dict(zip(names, rest)))
+        return lambda x, t, *rest: fn(
+            x, t, reduction=reduction, **dict(zip(names, rest, strict=True))
+        )
 
     compare_with_torch(
         torch,
