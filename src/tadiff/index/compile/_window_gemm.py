@@ -34,6 +34,18 @@ the image, ``i`` over a 3-wide window).
   product with the concatenated small matrices: ``K = 9 * C`` instead of nine products with
   ``K = C`` and eight additions. Summed axes left outside the matrices (the weight gradient's
   batch) are batch axes of the product, reduced after it.
+* **Block copies, the second plan.** Preparing an argument can cost a whole-array pass per
+  call: a stride-2 forward reads every phase of ``x`` (the split copies all of it), an input
+  gradient pads ``dy``, a weight gradient relays ``dy`` out. :class:`_BlockPlan` skips it: per
+  block (batch element) it copies each window term's view of the large operand, read with the
+  argument's own strides (a stride-2 read is a strided copy, no phase split), into one buffer
+  of ``terms * K`` rows, writing only the box of positions inside the argument; the zeros
+  around the box, written once per call, are the padding. Positions are exact (nothing
+  over-computed, nothing to crop), and a residue class of a strided input gradient writes its
+  slice of the output block by block (:func:`write_into`) instead of handing a whole
+  intermediate to the caller. :func:`_copies_whole` picks it where the views plan would make
+  such a whole-array copy; otherwise the views plan stays (a stride-1 forward reads its views
+  with no copy at all, a stride-2 dilation-2 forward splits off one phase, a quarter of ``x``).
 
 Example (a 2-D convolution's forward: one product per batch element, no im2col of ``x``):
     >>> import numpy as np
@@ -784,7 +796,13 @@ class _BlockPlan:
     def _fill(self, big: np.ndarray) -> tuple[np.ndarray, Callable[[int], None]]:
         """The zero-filled ``cols`` matrix and ``fill(b)``, which copies block ``b``'s terms."""
         forms = self.big[2]
-        cols = np.zeros((self.t, *self._lengths(self.inner)), dtype=self.dtype)
+        # zeros only where some term's box leaves positions unwritten (its padding)
+        full = all(
+            box is not None and all(box[a] == (0, self.length(a)) for a in self.inner)
+            for box in self.boxes
+        )
+        make = np.empty if full else np.zeros
+        cols = make((self.t, *self._lengths(self.inner)), dtype=self.dtype)
         blocked = [self.block] if self.block is not None else []
         copies = []  # per term: (source with the block axis first, destination in cols)
         for s, (at, box) in enumerate(zip(self.terms, self.boxes, strict=True)):
