@@ -11,9 +11,9 @@ from tadiff.errors import DTypeError, InputError
 from tadiff.nn.module import Module, Parameter
 
 
-def _check_index(index: int, length: int, where: str) -> int:
+def _check_index(index: int, length: int, where: str, items: str = "modules") -> int:
     if not -length <= index < length:
-        raise InputError(f"{where}: index {index} is out of range for {length} modules")
+        raise InputError(f"{where}: index {index} is out of range for {length} {items}")
     return index % length
 
 
@@ -209,10 +209,10 @@ class ParameterList(Module):
 
     def __getitem__(self, index: int) -> Any:
         values = list(self._parameters.values())
-        return values[_check_index(index, len(values), "ParameterList")]
+        return values[_check_index(index, len(values), "ParameterList", "parameters")]
 
     def __setitem__(self, index: int, value: Any) -> None:
-        index = _check_index(index, len(self), "ParameterList")
+        index = _check_index(index, len(self), "ParameterList", "parameters")
         self._parameters[str(index)] = _check_parameter(value, f"ParameterList[{index}]")
 
 
@@ -232,8 +232,10 @@ class ParameterDict(Module):
 
     def __setitem__(self, key: str, value: Any) -> None:
         value = _check_parameter(value, f"ParameterDict[{key!r}]")
-        self._parameters.pop(key, None)
-        self.register_parameter(key, value)
+        if key in self._parameters:  # replaced in place: the key keeps its position
+            self._parameters[key] = value
+        else:
+            self.register_parameter(key, value)
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._parameters:
