@@ -725,7 +725,12 @@ class _BlockPlan:
       writes that block's ``(M, N)`` output;
     * output windows (the weight gradient): ``cols`` is ``(terms * N, K)``; the small
       operand's ``(M, K)`` block times its transpose gives ``(M, terms * N)``, added up over
-      the blocks when the block axis is summed.
+      the blocks when the block axis is summed;
+    * no window (one term) where ``big`` reads past its array: the zero box replaces a padded
+      copy of the whole argument.
+
+    :meth:`run_into` writes the summed-window result straight into a strided slice of the
+    caller's output (a residue class of a strided input gradient).
 
     Attributes:
         roles: block axis (or None) and the axis lists ``m`` (small only), ``k``
@@ -901,7 +906,17 @@ def describe(plan: Callable) -> str:
 
 
 def _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale):
-    """The :class:`_BlockPlan` of the product, or None where its roles do not fit."""
+    """The :class:`_BlockPlan` of ``scale * sum of a * b``, or None where its roles do not fit.
+
+    The large factor that depends on the window (``x``, or ``dy`` in an input gradient) is
+    copied per block; the other is the small one. Summed windows: the small factor (at most
+    :data:`_SMALL` elements, a weight) may depend only on its own output axes, the contracted
+    axes and the window; the block is the large factor's outermost output axis. Output windows:
+    the other factor must not depend on the window and stay inside its array; the block is the
+    one output axis both share, else the outermost contracted axis (summed over the blocks).
+    No window at all is taken only where the large factor reads past its array (padding).
+    Arguments as for :func:`plan_window_gemm`, plus the ``window`` axes.
+    """
     live = lambda fm: {a for co, _ in fm for a, k in co.items() if k and length(a) > 1}  # noqa: E731
     axes = [live(fm) for fm in forms]
     deps = [bool(ax & window) for ax in axes]
