@@ -11,7 +11,7 @@ import numpy as _np
 # namespace of its Tensors (tadiff._array.namespace), so xp-generic kernels accept Tensors.
 # The layers built on the engine follow: index notation (define), structured gradients (sinkhorn,
 # householder_*), training (nn, optim, viz), and the integer linear algebra under it all.
-from tadiff import autograd, errors, intlinalg, nn, ops, optim, viz
+from tadiff import autograd, errors, intlinalg, linalg, nn, ops, optim, viz
 from tadiff.autograd.factories import (
     arange,
     bernoulli,
@@ -38,6 +38,9 @@ from tadiff.autograd.factories import (
 from tadiff.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tadiff.autograd.tensor import Tensor
 from tadiff.index import TensorFunction, define
+from tadiff.linalg import det, logdet, matrix_power, slogdet
+from tadiff.linalg import inv as inverse
+from tadiff.linalg import pinv as pinverse
 from tadiff.ops import (
     abs,
     acos,
@@ -258,6 +261,7 @@ __all__ = [
     "cumprod",
     "cumsum",
     "define",
+    "det",
     "diag",
     "diagonal",
     "div",
@@ -297,6 +301,7 @@ __all__ = [
     "int32",
     "int64",
     "intlinalg",
+    "inverse",
     "is_grad_enabled",
     "isclose",
     "isfinite",
@@ -308,6 +313,7 @@ __all__ = [
     "kthvalue",
     "le",
     "lerp",
+    "linalg",
     "linspace",
     "log",
     "log1p",
@@ -315,6 +321,7 @@ __all__ = [
     "log10",
     "log_softmax",
     "logaddexp",
+    "logdet",
     "logical_and",
     "logical_not",
     "logical_or",
@@ -325,6 +332,7 @@ __all__ = [
     "manual_seed",
     "masked_fill",
     "matmul",
+    "matrix_power",
     "max",
     "maximum",
     "mean",
@@ -353,6 +361,7 @@ __all__ = [
     "optim",
     "outer",
     "permute",
+    "pinverse",
     "pow",
     "prod",
     "rand",
@@ -378,6 +387,7 @@ __all__ = [
     "sin",
     "sinh",
     "sinkhorn",
+    "slogdet",
     "softmax",
     "sort",
     "split",

@@ -355,19 +355,33 @@ def record_multi(
     datas: Sequence[np.ndarray],
     inputs: tuple[Tensor, ...],
     args: tuple[Any, ...] = (),
+    saved: tuple[Any, ...] = (),
+    save_results: bool = False,
 ) -> tuple[Tensor, ...]:
-    """Like :func:`record` for an op with several outputs (``unbind``, ``split``)."""
+    """Like :func:`record` for an op with several outputs (``unbind``, ``split``, ``eigh``).
+
+    ``saved`` are version-checked like :func:`record`'s; ``save_results`` appends every output
+    (under ``create_graph`` they come back as Tensors of this node, so the backward formula is
+    differentiable in them).
+    """
     node = node_cls.__new__(node_cls)
     node.next_functions = tuple([edge(t) for t in inputs])
-    node._saved = ()
-    node._versions = None
     node._args = args
     node._extra = None
     node._n_outputs = len(datas)
     node._out_meta = tuple((d.shape, d.dtype) for d in datas)
     if ANOMALY[0]:
         node._get_extra().trace = traceback.format_stack()[:-2]
-    return tuple(_make(d, node, i) for i, d in enumerate(datas))
+    outs = tuple(_make(d, node, i) for i, d in enumerate(datas))
+    if save_results:
+        results = []
+        for i, out in enumerate(outs):
+            vc = out._vc = [0]
+            results.append(_Result(out.data, vc, i))
+        saved = (*saved, *results)
+    node._saved = saved
+    node._versions = _versions_of(saved) if saved else None
+    return outs
 
 
 class MultiOutputNode(Node):

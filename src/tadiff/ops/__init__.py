@@ -14,7 +14,7 @@ import numpy as np
 
 from tadiff.autograd.factories import zeros
 from tadiff.autograd.tensor import Tensor
-from tadiff.ops import _dual, tensor_methods
+from tadiff.ops import _dual, decompositions, tensor_methods
 from tadiff.ops._dual import _reduced_axes, keepdim_shape
 from tadiff.ops.elementwise import (
     abs,
@@ -240,6 +240,13 @@ _dual.GRAPH.__dict__.update(
     cosh=cosh,
     cumsum=cumsum,
     cumprod=cumprod,
+    inv=decompositions.inv,
+    solve=decompositions.solve,
+    solve_triangular=lambda a, b, upper, unit: decompositions.solve_triangular(
+        a, b, upper=upper, unitriangular=unit
+    ),
+    tril=tril,
+    triu=triu,
     sign=sign,
     where=where,
     masked=lambda keep, g: where(keep, g, 0),

@@ -171,6 +171,17 @@ def _unreduce(g: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None, keep
     return _broadcast(g, shape)
 
 
+def solve_triangular_array(a: np.ndarray, b: np.ndarray, upper: bool, unit: bool) -> np.ndarray:
+    """``X`` with ``T X = B`` for the ``upper``/lower triangle ``T`` of ``a`` (ones on its
+    diagonal when ``unit``). NumPy has no triangular solver; LU on a triangular matrix is exact
+    up to rounding and keeps the batch broadcasting of ``np.linalg.solve``."""
+    t = np.triu(a) if upper else np.tril(a)
+    if unit:
+        t = t.copy()
+        np.einsum("...ii->...i", t)[...] = 1
+    return np.linalg.solve(t, b)
+
+
 def _masked(keep: Any, g: Any) -> Any:
     """``g`` where ``keep`` holds, exactly 0 elsewhere (also where ``g`` is NaN, as in torch).
 
@@ -211,6 +222,11 @@ ARRAY = SimpleNamespace(
     cosh=np.cosh,
     cumsum=lambda x, dim: np.cumsum(x, axis=dim),
     cumprod=lambda x, dim: np.cumprod(x, axis=dim),
+    inv=np.linalg.inv,
+    solve=np.linalg.solve,
+    solve_triangular=solve_triangular_array,
+    tril=np.tril,
+    triu=np.triu,
     sign=np.sign,
     where=np.where,
     masked=_masked,

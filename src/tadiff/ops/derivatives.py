@@ -78,8 +78,9 @@ class IndexedOpNode(Node):
 
 
 class MultiOpNode(MultiOutputNode):
-    """A node of an op with several outputs (``unbind``, ``split``): ``vjp(F, grads, *args)``
-    gets one gradient per output, zeros filled in for outputs that received none."""
+    """A node of a one-input op with several outputs (``unbind``, ``split``, ``eigh``):
+    ``vjp(F, grads, *saved, *args)`` gets one gradient per output, zeros filled in for outputs
+    that received none."""
 
     __slots__ = ()
     vjp: VJP
@@ -87,7 +88,9 @@ class MultiOpNode(MultiOutputNode):
     def _apply(self, grads: list[Any], create_graph: bool) -> list[Any]:
         F = GRAPH if create_graph else ARRAY
         slots = grads if self._n_outputs != 1 else [grads]  # one piece: the engine sends it bare
-        return [type(self).vjp(F, self._zeros_for_missing(slots, create_graph), *self._args)]
+        filled = self._zeros_for_missing(slots, create_graph)
+        values = (*self._unpack(create_graph), *self._args) if self._saved else self._args
+        return [type(self).vjp(F, filled, *values)]
 
 
 def _node(name: str, *vjps: VJP | None) -> type[OpNode]:
@@ -247,6 +250,121 @@ def _cumprod_input(F: Any, g: Any, x: Any, r: Any, ax: int) -> Any:
     return before * F.stack(s[::-1], ax)
 
 
+def _mT(F: Any, x: Any) -> Any:
+    return F.swapaxes(x, -1, -2)
+
+
+def _diag_embed(F: Any, v: Any) -> Any:
+    """(..., n) -> (..., n, n) with ``v`` on the diagonal."""
+    return F.reshape(v, (*v.shape, 1)) * np.eye(v.shape[-1], dtype=v.dtype)
+
+
+def _det_input(F: Any, g: Any, a: Any, r: Any) -> Any:
+    """d det A = det A · A⁻ᵀ; in a plain pass by the cofactor matrix from the SVD,
+    ``det U det V · U diag(Π_{j≠i} s_j) Vᵀ``, which stays right for singular ``A``."""
+    if F is ARRAY:
+        u, s, vh = np.linalg.svd(a)
+        signs = np.linalg.det(u) * np.linalg.det(vh)
+        cof = (u * ARRAY.prod_others(s, (s.ndim - 1,))[..., None, :]) @ vh
+        return (g * signs)[..., None, None] * cof
+    return F.reshape(g * r, (*g.shape, 1, 1)) * _mT(F, F.inv(a))
+
+
+def _slogdet_input(F: Any, grads: list[Any], a: Any) -> Any:
+    _, g = grads
+    return F.reshape(g, (*g.shape, 1, 1)) * _mT(F, F.inv(a))
+
+
+def _solve_rhs_grad(F: Any, g: Any, a: Any, vector: bool) -> Any:
+    if vector:
+        return F.solve(_mT(F, a), F.reshape(g, (*g.shape, 1)))[..., 0]
+    return F.solve(_mT(F, a), g)
+
+
+def _solve_a(F: Any, g: Any, a: Any, x: Any, vector: bool, b_shape: Any) -> Any:
+    gb = _solve_rhs_grad(F, g, a, vector)
+    if vector:
+        ga = -(F.reshape(gb, (*gb.shape, 1)) * F.reshape(x, (*x.shape[:-1], 1, x.shape[-1])))
+    else:
+        ga = -(gb @ _mT(F, x))
+    return F.sum_to(ga, a.shape)
+
+
+def _solve_b(F: Any, g: Any, a: Any, x: Any, vector: bool, b_shape: Any) -> Any:
+    return F.sum_to(_solve_rhs_grad(F, g, a, vector), b_shape)
+
+
+def _tri_mask(F: Any, m: Any, upper: bool, unit: bool) -> Any:
+    k = (1 if unit else 0) if upper else (-1 if unit else 0)
+    return F.triu(m, k) if upper else F.tril(m, k)
+
+
+def _solve_tri_a(F: Any, g: Any, a: Any, x: Any, upper: bool, unit: bool) -> Any:
+    gb = F.solve_triangular(_mT(F, a), g, not upper, unit)
+    return F.sum_to(_tri_mask(F, -(gb @ _mT(F, x)), upper, unit), a.shape)
+
+
+def _solve_tri_b(F: Any, g: Any, a: Any, x: Any, upper: bool, unit: bool) -> Any:
+    return F.solve_triangular(_mT(F, a), g, not upper, unit)
+
+
+def _cholesky_input(F: Any, g: Any, lo: Any) -> Any:
+    """A = L Lᵀ: ``S = L⁻ᵀ Φ(Lᵀ tril(Ḡ)) L⁻¹`` (Φ: lower triangle, diagonal halved), made
+    symmetric (the input is read as symmetric)."""
+    p = F.tril(_mT(F, lo) @ F.tril(g))
+    p = p - 0.5 * (p * np.eye(p.shape[-1], dtype=p.dtype))
+    left = F.solve_triangular(_mT(F, lo), p, True, False)  # L⁻ᵀ P
+    s = _mT(F, F.solve_triangular(_mT(F, lo), _mT(F, left), True, False))  # (L⁻ᵀ (L⁻ᵀP)ᵀ)ᵀ
+    return 0.5 * (s + _mT(F, s))
+
+
+def _eigh_input(F: Any, grads: list[Any], w: Any, v: Any) -> Any:
+    """A = V diag(w) Vᵀ: ``V (diag(w̄) + skew(Vᵀ V̄) / E) Vᵀ``, ``E_ij = w_j − w_i``,
+    ``skew(M) = (M − Mᵀ)/2`` (torch's formula; distinct eigenvalues)."""
+    gw, gv = grads
+    n = v.shape[-1]
+    eye = np.eye(n, dtype=bool)
+    m = _mT(F, v) @ gv
+    skew = 0.5 * (m - _mT(F, m))
+    e = F.reshape(w, (*w.shape[:-1], 1, n)) - F.reshape(w, (*w.shape, 1))
+    inner = F.where(eye, 0.0, skew / F.where(eye, 1.0, e)) + _diag_embed(F, gw)
+    return v @ inner @ _mT(F, v)
+
+
+def _svd_input(F: Any, grads: list[Any], u: Any, s: Any, vh: Any) -> Any:
+    """A = U diag(S) Vᴴ (reduced): torch's formula with ``skew(M) = M − Mᵀ``,
+    ``E_jk = S_k² − S_j²`` and the two projections for non-square inputs."""
+    gu, gs, gvh = grads
+    m, n, k = u.shape[-2], vh.shape[-1], s.shape[-1]
+    eye = np.eye(k, dtype=bool)
+    v, gv = _mT(F, vh), _mT(F, gvh)
+    uhgu = _mT(F, u) @ gu
+    vhgv = vh @ gv
+    uhgu = uhgu - _mT(F, uhgu)
+    vhgv = vhgv - _mT(F, vhgv)
+    row = F.reshape(s, (*s.shape[:-1], 1, k))  # S_k along columns
+    col = F.reshape(s, (*s.shape, 1))  # S_j along rows
+    e = row * row - col * col
+    inner = F.where(eye, 0.0, (uhgu * row + col * vhgv) / F.where(eye, 1.0, e))
+    ga = u @ (inner + _diag_embed(F, gs)) @ vh
+    if m > k:
+        ga = ga + ((gu - u @ (_mT(F, u) @ gu)) / row) @ vh
+    if n > k:
+        ga = ga + u @ _mT(F, (gv - v @ (vh @ gv)) / row)
+    return ga
+
+
+def _qr_input(F: Any, grads: list[Any], q: Any, r: Any) -> Any:
+    """A = QR (reduced, rows ≥ columns): ``(Q̄ + Q copyltu(M)) R⁻ᵀ``, ``M = R R̄ᵀ − Q̄ᵀ Q``,
+    ``copyltu(M) = tril(M, −1) + tril(M, −1)ᵀ + diag(M)``."""
+    gq, gr = grads
+    mm = r @ _mT(F, gr) - _mT(F, gq) @ q
+    low = F.tril(mm, -1)
+    sym = low + _mT(F, low) + mm * np.eye(mm.shape[-1], dtype=mm.dtype)
+    b = gq + q @ sym
+    return _mT(F, F.solve_triangular(r, _mT(F, b), True, False))
+
+
 # ---- the table -------------------------------------------------------------------------------
 # Formula arguments: ``g`` the output's gradient, ``x``/``a``/``b`` saved inputs, ``r`` the saved
 # result. Where it is not plain from the names, a comment reads "saved; args": what the forward
@@ -374,6 +492,25 @@ CumsumBackward0 = _node(
 )
 # x, result; axis
 CumprodBackward0 = _node("CumprodBackward0", _cumprod_input)
+
+# linear algebra (tadiff.ops.decompositions): result
+LinalgInvBackward0 = _node("LinalgInvBackward0", lambda F, g, r: -(_mT(F, r) @ g @ _mT(F, r)))
+# a, result
+LinalgDetBackward0 = _node("LinalgDetBackward0", _det_input)
+# a
+LinalgSlogdetBackward0 = _multi("LinalgSlogdetBackward0", _slogdet_input)
+# a, result; vector right-hand side, its shape
+LinalgSolveBackward0 = _node("LinalgSolveBackward0", _solve_a, _solve_b)
+# a, result; upper, unitriangular
+LinalgSolveTriangularBackward0 = _node("LinalgSolveTriangularBackward0", _solve_tri_a, _solve_tri_b)
+# result L
+LinalgCholeskyBackward0 = _node("LinalgCholeskyBackward0", _cholesky_input)
+# results (eigenvalues, eigenvectors)
+LinalgEighBackward0 = _multi("LinalgEighBackward0", _eigh_input)
+# results (U, S, Vh)
+LinalgSvdBackward0 = _multi("LinalgSvdBackward0", _svd_input)
+# results (Q, R)
+LinalgQrBackward0 = _multi("LinalgQrBackward0", _qr_input)
 
 # reductions (dims: tuple of axes or None for all; keepdim as given)
 # ; shape, dims, keepdim

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.tensor import Tensor, _make
-from tadiff.ops import elementwise as ew
 from tadiff.ops import (
+    decompositions,
     indexing,
     inplace,
     linalg,
@@ -25,6 +25,7 @@ from tadiff.ops import (
     shape,
     sorting,
 )
+from tadiff.ops import elementwise as ew
 
 
 def _rmatmul(a: Tensor, b: Any) -> Tensor:
@@ -266,6 +267,12 @@ _METHODS: dict[str, Any] = {
     "diag": matrix.diag,
     "trace": matrix.trace,
     "t": rearrange.t,
+    "det": decompositions.det,
+    "logdet": decompositions.logdet,
+    "slogdet": decompositions.slogdet,
+    "inverse": decompositions.inv,
+    "pinverse": decompositions.pinv,
+    "matrix_power": decompositions.matrix_power,
     # rearranging
     "narrow": rearrange.narrow,
     "movedim": rearrange.movedim,
