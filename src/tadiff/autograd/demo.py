@@ -93,4 +93,16 @@ def run(out: Callable[[str], None]) -> bool:
     # sum(buf) = w0 + w1 * w0 + w2 * w1: d/dw = [1 + w1, w0 + w2, w1]
     out(f"  w.grad = {w.grad.tolist()}  expected [3.0, 4.0, 2.0]")
     ok &= w.grad.tolist() == [3.0, 4.0, 2.0]
+
+    m = td.tensor([[2.0, 1.0], [1.0, 3.0]], dtype="float64", requires_grad=True)
+    td.linalg.slogdet(m).logabsdet.backward()
+    out(
+        "td.linalg.slogdet(A) for A = [[2, 1], [1, 3]]: d log|det A| / dA = A^-T = [[.6, -.2], ...]"
+    )
+    check("dA[0, 0]", m.grad.data[0, 0], 0.6)
+    check("dA[0, 1]", m.grad.data[0, 1], -0.2)
+    hess = td.func.hessian(lambda x: (x**3).sum())(td.tensor([1.0, 2.0], dtype="float64"))
+    out("td.func.hessian(lambda x: (x**3).sum()) at [1, 2] = diag(6x):")
+    check("H[1, 1]", hess.data[1, 1], 12.0)
+    check("H[0, 1]", hess.data[0, 1], 0.0)
     return ok
