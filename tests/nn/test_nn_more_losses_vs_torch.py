@@ -232,6 +232,17 @@ def test_bce_modules_match_torch():
     assert sorted(ours.state_dict()) == ["pos_weight", "weight"]
 
 
+def test_float32_losses_stay_float32_with_float64_weights():
+    x = td.tensor(RNG.uniform(0.1, 0.9, (2, 3)).astype(np.float32))
+    t = td.tensor(np.ones((2, 3), np.float32))
+    assert (
+        nn.BCEWithLogitsLoss([1.0, 2.0, 3.0], pos_weight=[2.0, 1.0, 1.0])(x, t).dtype == np.float32
+    )
+    assert nn.BCELoss(td.tensor(np.ones(3)))(x, t).dtype == np.float32
+    for fn in (F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.kl_div):
+        assert fn(x, t).dtype == np.float32, fn.__name__
+
+
 def test_bad_input_raises_named_errors():
     x, t = td.ones(4, 3), td.ones(4, 3)
     for fn in (F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy, F.kl_div):

@@ -49,8 +49,12 @@ def _pair(input: Any, target: Any, reduction: str, where: str, reductions=_REDUC
 
 
 def _weight(weight: Any, shape: tuple[int, ...], dtype: Any, name: str, where: str) -> Tensor:
-    """An optional weight that must broadcast to the loss's ``shape``."""
-    w = weight if isinstance(weight, Tensor) else Tensor(np.asarray(weight, dtype=dtype))
+    """An optional weight that must broadcast to the loss's ``shape``; a constant one (an
+    array, or a Tensor without grad) takes the input's dtype, so float32 losses stay float32."""
+    if isinstance(weight, Tensor) and (weight.requires_grad or weight.dtype == dtype):
+        w = weight
+    else:
+        w = Tensor(np.asarray(weight.data if isinstance(weight, Tensor) else weight, dtype=dtype))
     if not _broadcasts(w.shape, shape) or np.broadcast_shapes(w.shape, shape) != shape:
         raise ShapeError(
             f"{where}: {name} of shape {w.shape} does not broadcast to the input's shape {shape}"
