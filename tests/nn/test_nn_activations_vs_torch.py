@@ -192,3 +192,25 @@ def test_bad_arguments_raise_named_errors():
         F.softplus(x, beta=0)
     with pytest.raises(DTypeError, match="leaky_relu: expected a Tensor, got list"):
         F.leaky_relu([1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [F.leaky_relu, F.elu, F.selu, F.celu, F.silu, F.mish, F.hardtanh, F.relu6, F.hardsigmoid,
+     F.hardswish],
+    ids=lambda f: f.__name__,
+)  # fmt: skip
+def test_inplace_is_refused_not_ignored(fn):
+    with pytest.raises(InputError, match=f"{fn.__name__}: inplace=True is not supported"):
+        fn(td.ones(3), inplace=True)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [nn.LeakyReLU, nn.ELU, nn.SELU, nn.CELU, nn.SiLU, nn.Mish, nn.Hardtanh, nn.ReLU6,
+     nn.Hardswish, nn.Hardsigmoid],
+    ids=lambda c: c.__name__,
+)  # fmt: skip
+def test_modules_refuse_inplace(cls):
+    with pytest.raises(InputError, match=f"{cls.__name__}: inplace=True is not supported"):
+        cls(inplace=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError
 from tadiff.nn import functional as F
+from tadiff.nn.activation_functions import _no_inplace
 from tadiff.nn.module import Module
 
 
@@ -109,6 +110,7 @@ class LeakyReLU(_Elementwise):
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "LeakyReLU")
         self.negative_slope = negative_slope
 
 
@@ -120,6 +122,7 @@ class ELU(_Elementwise):
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "ELU")
         self.alpha = alpha
 
 
@@ -130,6 +133,7 @@ class SELU(_Elementwise):
 
     def __init__(self, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "SELU")
 
 
 class CELU(_Elementwise):
@@ -140,6 +144,7 @@ class CELU(_Elementwise):
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "CELU")
         if alpha == 0:
             raise InputError("CELU: alpha=0 divides by zero; expected a nonzero alpha")
         self.alpha = alpha
@@ -152,6 +157,7 @@ class SiLU(_Elementwise):
 
     def __init__(self, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "SiLU")
 
 
 class Mish(_Elementwise):
@@ -161,6 +167,7 @@ class Mish(_Elementwise):
 
     def __init__(self, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "Mish")
 
 
 class Softplus(_Elementwise):
@@ -184,6 +191,7 @@ class Hardtanh(_Elementwise):
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "Hardtanh")
         if max_val < min_val:
             raise InputError(
                 f"Hardtanh: max_val={max_val} is below min_val={min_val}; expected "
@@ -199,6 +207,7 @@ class ReLU6(_Elementwise):
 
     def __init__(self, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "ReLU6")
 
 
 class Softsign(_Elementwise):
@@ -214,6 +223,7 @@ class Hardswish(_Elementwise):
 
     def __init__(self, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "Hardswish")
 
 
 class Hardsigmoid(_Elementwise):
@@ -223,6 +233,7 @@ class Hardsigmoid(_Elementwise):
 
     def __init__(self, inplace: bool = False):
         super().__init__()
+        _no_inplace(inplace, "Hardsigmoid")
 
 
 class LogSigmoid(_Elementwise):

@@ -34,6 +34,12 @@ def _log1p_exp(z: Tensor) -> Tensor:
     return td.where(positive, high + (-high).exp().log1p(), low.exp().log1p())
 
 
+def _no_inplace(inplace: bool, where: str) -> None:
+    """tadiff activations return new tensors; refuse ``inplace=True`` instead of ignoring it."""
+    if inplace:
+        raise InputError(f"{where}: inplace=True is not supported; use the returned tensor")
+
+
 def _inside(x: Tensor, low: float, high: float) -> Tensor:
     """Bool mask ``low < x < high`` (a constant: where the linear piece's gradient flows)."""
     return Tensor((x.data > low) & (x.data < high))
@@ -45,12 +51,13 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     Args:
         input: any shape.
         negative_slope: slope for negative inputs.
-        inplace: accepted for torch compatibility; tadiff always returns a new tensor.
+        inplace: must be False (tadiff returns a new tensor; True raises InputError).
 
     Example:
         >>> leaky_relu(td.tensor([-1.0, 1.0]), 0.2)
         tensor([-0.2,  1. ])
     """
+    _no_inplace(inplace, "leaky_relu")
     x = as_tensor_arg(input, "leaky_relu")
     return td.where(x.data > 0, x, x * negative_slope)
 
@@ -62,6 +69,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         >>> elu(td.tensor([0.0, 2.0]))
         tensor([0., 2.])
     """
+    _no_inplace(inplace, "elu")
     x = as_tensor_arg(input, "elu")
     return td.where(x.data > 0, x, td.clamp(x, max=0.0).expm1() * alpha)
 
@@ -75,6 +83,7 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
         >>> selu(td.tensor([1.0]))
         tensor([1.0507])
     """
+    _no_inplace(inplace, "selu")
     return elu(as_tensor_arg(input, "selu"), _SELU_ALPHA) * _SELU_SCALE
 
 
@@ -88,6 +97,7 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         >>> celu(td.tensor([1.0]), alpha=2.0)
         tensor([1.])
     """
+    _no_inplace(inplace, "celu")
     x = as_tensor_arg(input, "celu")
     if alpha == 0:
         raise InputError("celu: alpha=0 divides by zero; expected a nonzero alpha")
@@ -101,6 +111,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
         >>> silu(td.tensor([0.0]))
         tensor([0.])
     """
+    _no_inplace(inplace, "silu")
     x = as_tensor_arg(input, "silu")
     return x * x.sigmoid()
 
@@ -112,6 +123,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
         >>> mish(td.tensor([0.0]))
         tensor([0.])
     """
+    _no_inplace(inplace, "mish")
     x = as_tensor_arg(input, "mish")
     return x * _log1p_exp(x).tanh()
 
@@ -162,6 +174,7 @@ def hardtanh(
         >>> hardtanh(td.tensor([-3.0, 0.5, 3.0]))
         tensor([-1. ,  0.5,  1. ])
     """
+    _no_inplace(inplace, "hardtanh")
     x = as_tensor_arg(input, "hardtanh")
     if max_val < min_val:
         raise InputError(
@@ -178,6 +191,7 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
         >>> relu6(td.tensor([-1.0, 7.0]))
         tensor([0., 6.])
     """
+    _no_inplace(inplace, "relu6")
     return hardtanh(as_tensor_arg(input, "relu6"), 0.0, 6.0)
 
 
@@ -188,6 +202,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
         >>> hardsigmoid(td.tensor([0.0, 4.0]))
         tensor([0.5, 1. ])
     """
+    _no_inplace(inplace, "hardsigmoid")
     x = as_tensor_arg(input, "hardsigmoid")
     ramp = x / 6.0 + 0.5
     return td.where(_inside(x, -3.0, 3.0), ramp, Tensor(ramp.data.clip(0.0, 1.0)))
@@ -202,6 +217,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
         >>> hardswish(td.tensor([-4.0, 0.0, 4.0]))
         tensor([-0.,  0.,  4.])
     """
+    _no_inplace(inplace, "hardswish")
     x = as_tensor_arg(input, "hardswish")
     middle = x * (x + 3.0) / 6.0
     below = x.data <= -3.0
