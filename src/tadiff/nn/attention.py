@@ -18,6 +18,7 @@ import tadiff as td
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
+from tadiff.ops._common import broadcasts_to
 
 
 def _check_shapes(q: Tensor, k: Tensor, v: Tensor) -> None:
@@ -91,13 +92,11 @@ def scaled_dot_product_attention(
         attn_mask = np.tril(np.ones((length, keys), dtype=bool))
     if attn_mask is not None:
         mask = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
-        try:
-            np.broadcast_shapes(mask.shape, scores.shape)
-        except ValueError:
+        if not broadcasts_to(mask.shape, scores.shape):
             raise ShapeError(
                 f"{where}: attn_mask of shape {mask.shape} does not broadcast to the scores' "
                 f"shape {scores.shape} (..., L, S)"
-            ) from None
+            )
         if mask.dtype == bool:
             scores = td.where(mask, scores, -np.inf)
         elif mask.dtype.kind == "f":

@@ -23,6 +23,7 @@ from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
 from tadiff.nn.activation_functions import _log1p_exp
+from tadiff.ops._common import broadcasts_to
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -55,19 +56,11 @@ def _weight(weight: Any, shape: tuple[int, ...], dtype: Any, name: str, where: s
         w = weight
     else:
         w = Tensor(np.asarray(weight.data if isinstance(weight, Tensor) else weight, dtype=dtype))
-    if not _broadcasts(w.shape, shape) or np.broadcast_shapes(w.shape, shape) != shape:
+    if not broadcasts_to(w.shape, shape):
         raise ShapeError(
             f"{where}: {name} of shape {w.shape} does not broadcast to the input's shape {shape}"
         )
     return w
-
-
-def _broadcasts(small: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    try:
-        np.broadcast_shapes(small, shape)
-    except ValueError:
-        return False
-    return True
 
 
 def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
