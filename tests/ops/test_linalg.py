@@ -135,6 +135,11 @@ def test_float32_stays_float32():
         (lambda: td.linalg.inv(td.zeros(2, 2)), InputError, "singular"),
         (lambda: td.linalg.cholesky(-td.eye(2)), InputError, "not definite"),
         (lambda: td.linalg.solve(td.eye(3), td.ones(2, 1)), ShapeError, "B needs 3 rows"),
+        (
+            lambda: td.linalg.solve(td.ones(3, 2, 2) + td.eye(2), td.ones(4, 2, 1)),
+            ShapeError,
+            r"batch dims of \(3, 2, 2\) and \(4, 2, 1\) do not broadcast",
+        ),
         (lambda: td.linalg.eigh(td.eye(2), UPLO="X"), InputError, "UPLO must be"),
         (
             lambda: td.linalg.svd(td.ones(3, 2, requires_grad=True)),

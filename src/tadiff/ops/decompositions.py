@@ -78,11 +78,17 @@ def _needs(*ts: Tensor) -> bool:
     return _state.enabled and any(t._rg for t in ts)
 
 
-def _lapack(name: str, fn: Any, *arrays: np.ndarray) -> Any:
+def _lapack(name: str, fn: Any, *arrays: Any) -> Any:
+    """``fn(*arrays)`` with NumPy's errors as tadiff's (batch dims broadcast in NumPy's solvers)."""
     try:
         return fn(*arrays)
     except np.linalg.LinAlgError as exc:
         raise InputError(f"linalg.{name}: {exc} (the input is singular or not definite)") from None
+    except ValueError as exc:
+        shapes = " and ".join(str(a.shape) for a in arrays if isinstance(a, np.ndarray))
+        raise ShapeError(
+            f"linalg.{name}: batch dims of {shapes} do not broadcast ({exc})"
+        ) from None
 
 
 def inv(a: Any) -> Tensor:
@@ -135,13 +141,7 @@ def solve(a: Any, b: Any, *, left: bool = True) -> Tensor:
             f"linalg.solve: A of shape {a.shape} and B of shape {b.shape} are incompatible "
             f"(B needs {a.shape[-1]} rows)"
         )
-    batch = np.broadcast_shapes(a.shape[:-2], rhs.shape[:-2])
-    out = _lapack(
-        "solve",
-        np.linalg.solve,
-        np.broadcast_to(a.data, (*batch, *a.shape[-2:])),
-        np.broadcast_to(rhs, (*batch, *rhs.shape[-2:])),
-    )
+    out = _lapack("solve", np.linalg.solve, a.data, rhs)
     out = out[..., 0] if vector else out
     if _needs(a, b):
         args = (vector, b.shape)
@@ -166,15 +166,7 @@ def solve_triangular(
             f"linalg.solve_triangular: B must be (*, {a.shape[-1]}, k) to match A of shape "
             f"{a.shape}, got {b.shape}"
         )
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    out = _lapack(
-        "solve_triangular",
-        solve_triangular_array,
-        np.broadcast_to(a.data, (*batch, *a.shape[-2:])),
-        np.broadcast_to(b.data, (*batch, *b.shape[-2:])),
-        upper,
-        unitriangular,
-    )
+    out = _lapack("solve_triangular", solve_triangular_array, a.data, b.data, upper, unitriangular)
     if _needs(a, b):
         args = (upper, unitriangular)
         return record(d.LinalgSolveTriangularBackward0, out, (a, b), (a,), args, save_result=True)
