@@ -335,3 +335,20 @@ def test_view_positions_refuse_foreign_memory():
     base = np.zeros((3, 4))
     with pytest.raises(AutogradError, match="not elements of its base"):
         view_positions(base[:, :2], base[:, 2:])
+
+
+def test_a_loop_of_row_writes_matches_torch():
+    def run(lib, x, w):
+        h = x * 1
+        for t in range(1, h.shape[0]):
+            h[t] = lib.tanh(h[t - 1].clone() @ w) + h[t]
+        h[0, :2] = w[0, :2] * 3  # a write of a value that requires grad
+        return (h * _weights(lib, (5, 3))).sum()
+
+    _assert_same(run, RNG.standard_normal((5, 3)), RNG.standard_normal((3, 3)) * 0.5)
+
+
+def test_writing_into_read_only_memory_is_refused():
+    b = td.broadcast_to(td.tensor([1.0, 2.0]), (3, 2))
+    with pytest.raises(AutogradError, match="__setitem__: cannot write into this tensor's memory"):
+        b[0] = 5.0

@@ -365,6 +365,14 @@ def _qr_input(F: Any, grads: list[Any], q: Any, r: Any) -> Any:
     return _mT(F, F.solve_triangular(r, _mT(F, b), True, False))
 
 
+def _outside(F: Any, g: Any, key: Any) -> Any:
+    """``g`` with the entries at ``key`` zeroed: the overwritten part gets no gradient. The mask
+    is made here, in the backward, so that a recorded ``x[key] = v`` costs O(size of v)."""
+    keep = np.ones(g.shape, dtype=bool)
+    keep[key] = False
+    return _masked(F, keep, g)
+
+
 # ---- the table -------------------------------------------------------------------------------
 # Formula arguments: ``g`` the output's gradient, ``x``/``a``/``b`` saved inputs, ``r`` the saved
 # result. Where it is not plain from the names, a comment reads "saved; args": what the forward
@@ -596,11 +604,11 @@ SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
 IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])
 # ; interior slices
 ConstantPadNdBackward0 = _node("ConstantPadNdBackward0", lambda F, g, key: g[key])
-# ; key, kept, value shape
+# ; key, value shape
 IndexPutBackward0 = _node(
     "IndexPutBackward0",
-    lambda F, g, key, kept, sv: g * kept,
-    lambda F, g, key, kept, sv: F.sum_to(g[key], sv),
+    lambda F, g, key, sv: _outside(F, g, key),
+    lambda F, g, key, sv: F.sum_to(g[key], sv),
 )
 # ; positions (flat indices into the base, shaped like the view), kept (0 at the positions)
 # The base after an in-place op on one of its views: the old base outside the view, the op's

@@ -27,7 +27,7 @@ from tadiff.ops.shape import _as_view
 _BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
 
 
-def _normalize_key(key: Any) -> tuple[tuple[Any, ...], bool]:
+def normalize_key(key: Any) -> tuple[tuple[Any, ...], bool]:
     """The key as a tuple with arrays in place of Tensors/lists; and whether it is basic."""
     parts = key if isinstance(key, tuple) else (key,)
     out = []
@@ -65,7 +65,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 
     Basic indexing returns a view (shared memory, like torch); advanced indexing copies.
     """
-    key, basic = _normalize_key(key)
+    key, basic = normalize_key(key)
     select = basic and all(type(k) is int for k in key)
     # x[i, j, ...]: a 0-d view like torch's (x[i, j] would give NumPy a scalar copy)
     data = _index(x.data, (*key, Ellipsis) if select else key)
@@ -87,7 +87,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def index_scatter(g: Tensor, key: Any, shape: tuple[int, ...]) -> Tensor:
     """Zeros of ``shape`` with ``g`` added at ``key`` (duplicates accumulate): the adjoint of
     ``x[key]``, recorded so that indexing has second derivatives."""
-    key, _ = _normalize_key(key)
+    key, _ = normalize_key(key)
     g = as_tensor(g)
     out = np.zeros(shape, g.data.dtype)
     np.add.at(out, key, g.data)
@@ -102,21 +102,24 @@ def index_put(x: Tensor, key: Any, value: Any) -> Tensor:
     With repeated advanced indices the last write wins, as in NumPy, and the gradient of
     ``value`` at the repeats is not meaningful (torch leaves this undefined too).
     """
-    key, _ = _normalize_key(key)
+    key, _ = normalize_key(key)
     v = as_tensor(value, x, "assigned value")
     data = x.data.copy()
+    write(data, key, v)
+    if (x._rg or v._rg) and _state.enabled:
+        return record(d.IndexPutBackward0, data, (x, v), (), (key, v.data.shape))
+    return _make(data)
+
+
+def write(data: np.ndarray, key: tuple[Any, ...], value: Tensor) -> None:
+    """``data[key] = value`` (a normalized key), with the shape errors named."""
     try:
-        data[key] = v.data
+        data[key] = value.data
     except (IndexError, ValueError) as exc:
         raise IndexingError(
-            f"cannot assign a value of shape {v.data.shape} to index {key!r} of a tensor of shape "
-            f"{x.data.shape}: {exc}"
+            f"cannot assign a value of shape {value.data.shape} to index {key!r} of a tensor of "
+            f"shape {data.shape}: {exc}"
         ) from None
-    if (x._rg or v._rg) and _state.enabled:
-        kept = np.ones(x.data.shape, x.data.dtype)
-        kept[key] = 0
-        return record(d.IndexPutBackward0, data, (x, v), (), (key, kept, v.data.shape))
-    return _make(data)
 
 
 def _check_index(x: np.ndarray, dim: int, index: Any, what: str) -> np.ndarray:

@@ -39,9 +39,9 @@ import numpy as np
 from tadiff.errors import AutogradError, DTypeError
 from tadiff.ops import derivatives as d
 from tadiff.ops import elementwise as ew
-from tadiff.ops._common import Tensor, _make, _state, record
+from tadiff.ops._common import Tensor, _make, _state, as_tensor, record
 from tadiff.ops._views import view_positions
-from tadiff.ops.indexing import index_put
+from tadiff.ops.indexing import index_put, normalize_key, write
 from tadiff.ops.pointwise import masked_fill
 
 
@@ -168,19 +168,47 @@ def clamp_(t: Tensor, min: float | None = None, max: float | None = None) -> Ten
     return _apply_inplace(t, ew.clamp, min, max, name="clamp_")
 
 
+def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
+    """``t[key] = value`` written straight into ``t``'s memory: O(size of the value), where the
+    general path would copy ``t`` twice. A recorded write to a view takes the general path
+    (its base's graph is rewritten)."""
+    meta = t._meta
+    v = as_tensor(value, t, "assigned value")
+    if meta is not None and meta.view_base is not None and _state.enabled:
+        return _apply_inplace(t, index_put, key, v, name=name)
+    recording = _state.enabled and (t._rg or v._rg)
+    if recording:
+        _check_recordable(t, None, name)
+        # IndexPutBackward0 saves nothing of the old value: its node and shape are enough
+        old = _make(t.data, t.grad_fn, t._output_nr)
+        old._rg = t._rg
+    if not t.data.flags.writeable:
+        raise AutogradError(f"{name}: cannot write into this tensor's memory: it is read-only")
+    key, _ = normalize_key(key)
+    write(t.data, key, v)
+    if recording:
+        _adopt(t, record(d.IndexPutBackward0, t.data, (old, v), (), (key, v.data.shape)))
+        _reattach_views(t)
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    vc[0] += 1
+    return t
+
+
 def setitem(t: Tensor, key: Any, value: Any) -> None:
     """``t[key] = value`` in place (recorded as ``index_put``)."""
-    _apply_inplace(t, index_put, key, value, name="__setitem__")
+    _put(t, key, value, "__setitem__")
 
 
 def fill_(t: Tensor, value: Any) -> Tensor:
     """Fill with ``value`` (a number or a one-element Tensor) in place."""
-    return _apply_inplace(t, index_put, Ellipsis, value, name="fill_")
+    return _put(t, Ellipsis, value, "fill_")
 
 
 def zero_(t: Tensor) -> Tensor:
     """Fill with zeros in place."""
-    return _apply_inplace(t, index_put, Ellipsis, 0, name="zero_")
+    return _put(t, Ellipsis, 0, "zero_")
 
 
 def copy_(t: Tensor, src: Any) -> Tensor:
@@ -188,7 +216,7 @@ def copy_(t: Tensor, src: Any) -> Tensor:
     src = src if isinstance(src, Tensor) else _make(np.asarray(src))
     if src.data.dtype != t.data.dtype:
         src = src.to(t.data.dtype)
-    return _apply_inplace(t, index_put, Ellipsis, src, name="copy_")
+    return _put(t, Ellipsis, src, "copy_")
 
 
 def masked_fill_(t: Tensor, mask: Any, value: Any) -> Tensor:
