@@ -76,11 +76,22 @@ def test_diagonal_is_a_writable_view():
     a = td.tensor(np.zeros((3, 3)))
     a.diagonal().add_(1.0)
     np.testing.assert_array_equal(a.data, np.eye(3))
+    a.T.diagonal(1).add_(2.0)  # a view also of a transposed (non-contiguous) matrix
+    t = torch.eye(3, dtype=torch.float64)
+    t.T.diagonal(1).add_(2.0)
+    np.testing.assert_array_equal(a.data, t.numpy())
+    _same_as_torch(lambda m, x: _diag_mul(m, x), np.arange(24.0).reshape(2, 3, 4) / 7)
     w = td.tensor(np.ones(3), requires_grad=True)
     b = td.zeros(3, 3, dtype=td.float64)
     b.diagonal(1).add_(w[:2] * 2)  # through the in-place-on-view path
     b.sum().backward()
     np.testing.assert_array_equal(w.grad.data, [2.0, 2.0, 0.0])
+
+
+def _diag_mul(m, x):
+    y = x * 1
+    y.diagonal(-1, 0, 2).mul_(3.0)  # in place on a strided diagonal of a 3-D tensor
+    return y
 
 
 def test_predicates_and_counting_match_torch():

@@ -600,6 +600,7 @@ IndexBackward0 = _node(
 )
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
+DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
 # ; key
 IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])
 # ; interior slices

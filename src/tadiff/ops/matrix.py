@@ -4,8 +4,7 @@ tensordot kron cross diagonal diag trace``.
 All are compositions of differentiable ops (``matmul``, ``einsum``, views, ``index_put``), so
 their gradients and second derivatives come from those; what they add is torch's stricter shape
 checks (``mm`` wants 2-D operands, ``bmm`` 3-D ones, ...) with errors that name the shapes.
-``diagonal`` is a view when the input's last two chosen dims can be flattened without a copy
-(a C-ordered matrix: ``A.diagonal().add_(eps)`` writes into ``A``).
+``diagonal`` is always a view (``A.diagonal().add_(eps)`` writes into ``A``).
 
 Example:
     >>> import tadiff as td
@@ -21,14 +20,16 @@ import string
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from tadiff.errors import InputError, ShapeError
-from tadiff.ops._common import Tensor, as_tensor, broadcasts_to, norm_dim
+from tadiff.ops import derivatives as d
+from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, norm_dim, record
 from tadiff.ops.elementwise import mul, sub
 from tadiff.ops.indexing import getitem, index_put
 from tadiff.ops.linalg import einsum, matmul
 from tadiff.ops.reductions import sum
-from tadiff.ops.shape import moveaxis, reshape, stack
+from tadiff.ops.shape import _as_view, moveaxis, reshape, stack
 
 __all__ = [
     "addmm", "addmv", "baddbmm", "bmm", "cross", "diag", "diagonal", "dot", "kron", "mm", "mv",
@@ -177,6 +178,9 @@ def cross(a: Any, b: Any, dim: int = -1) -> Tensor:
 def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal ``x[..., i, i + offset]`` of the ``(dim1, dim2)`` planes, as the last dim.
 
+    Always a view, whatever the layout (torch's semantics: ``A.T.diagonal().add_(1)`` writes
+    into ``A``); its gradient scatters into the diagonal.
+
     Example:
         >>> import tadiff as td
         >>> td.diagonal(td.arange(9.0).reshape(3, 3), 1)
@@ -191,10 +195,22 @@ def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     planes = moveaxis(x, (d1, d2), (-2, -1))
     n, m = planes.shape[-2:]
     length = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
-    start = offset if offset >= 0 else -offset * m
-    flat = reshape(planes, (*planes.shape[:-2], n * m))
-    stop = start + (m + 1) * (length - 1) + 1 if length else start
-    return getitem(flat, (..., slice(start, stop, m + 1)))
+    r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
+    p = planes.data
+    if length:  # a strided view of the plane's memory from its first diagonal element
+        first = p[..., r0:, c0:]
+        data = as_strided(
+            first, (*p.shape[:-2], length), (*p.strides[:-2], p.strides[-2] + p.strides[-1])
+        )
+    else:
+        data = p[..., :0, 0] if m else np.empty((*p.shape[:-2], 0), p.dtype)
+    if planes.requires_grad and _state.enabled:
+        rows = np.arange(length) + r0
+        key = (Ellipsis, rows, rows - r0 + c0)
+        out = record(d.DiagonalBackward0, data, (planes,), (), (planes.shape, key))
+    else:
+        out = _make(data)
+    return _as_view(out, planes) if length else out
 
 
 _diagonal = diagonal  # ``diag`` has a parameter of that name (torch's signature)
