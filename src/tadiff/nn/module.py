@@ -24,8 +24,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tadiff.autograd.graph import RemovableHandle
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.nn import hooks as module_hooks
 
 # id(tensor) -> weak reference, for every tensor made by Parameter(...). See Parameter for why
 # parameters are marked rather than subclassed.
@@ -376,7 +378,27 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None:
+            return self.forward(*args, **kwargs)
+        return module_hooks.call(self, hooks, args, kwargs)
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, args)`` before each forward; a returned value replaces ``args``
+        (a non-tuple is wrapped). Returns a handle with ``remove()``."""
+        return module_hooks.register(self, "forward_pre", hook)
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after each forward; a returned value replaces
+        the output. Returns a handle with ``remove()``."""
+        return module_hooks.register(self, "forward", hook)
+
+    def register_full_backward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients with respect to the
+        module's tensor inputs are computed (``None`` for inputs that need none; called with
+        the output gradients alone when no input needs one). A returned tuple replaces
+        ``grad_input``. Returns a handle with ``remove()``."""
+        return module_hooks.register(self, "backward", hook)
 
     # -- saving and loading --------------------------------------------------------------------
     def state_dict(self, prefix: str = "") -> dict[str, np.ndarray]:
