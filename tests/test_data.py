@@ -126,3 +126,9 @@ def test_errors():
         random_split(TensorDataset(td.ones(3)), [1, 1])
     with pytest.raises(InputError, match="cannot batch samples of type object"):
         default_collate([object(), object()])
+
+
+def test_torch_import_paths():
+    from tadiff.utils import data as utils_data
+
+    assert utils_data.DataLoader is DataLoader and utils_data.random_split is random_split
