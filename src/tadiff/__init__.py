@@ -11,7 +11,20 @@ import numpy as _np
 # namespace of its Tensors (tadiff._array.namespace), so xp-generic kernels accept Tensors.
 # The layers built on the engine follow: index notation (define), structured gradients (sinkhorn,
 # householder_*), training (nn, optim, viz), and the integer linear algebra under it all.
-from tadiff import autograd, data, errors, func, intlinalg, linalg, nn, ops, optim, utils, viz
+from tadiff import (
+    autograd,
+    data,
+    distributions,
+    errors,
+    func,
+    intlinalg,
+    linalg,
+    nn,
+    ops,
+    optim,
+    utils,
+    viz,
+)
 from tadiff.autograd.factories import (
     arange,
     bernoulli,
@@ -265,6 +278,7 @@ __all__ = [
     "det",
     "diag",
     "diagonal",
+    "distributions",
     "div",
     "dot",
     "double",
