@@ -301,3 +301,26 @@ CASES += [  # more element-wise math
     *_cases("meshgrid", lambda m, a, b: m.meshgrid(a, b, indexing="xy")[0] * m.meshgrid(a, b, indexing="xy")[1] ** 2, [((2,), (3,))]),  # noqa: E501
     *_cases("hstack_vstack", lambda m, a, b: m.hstack([a, b]) * 2 + m.vstack([a, b]).sum(), [((3,), (3,))]),  # noqa: E501
 ]  # fmt: skip
+
+CASES += [  # indexed writes and more composites
+    *_cases("scatter", lambda m, a, b: m.scatter(a, 1, m.tensor([[2, 0], [1, 0]]), b) * 2, [((2, 3), (2, 2))]),  # noqa: E501
+    *_cases("scatter_value", lambda m, a: a.scatter(0, m.tensor([[1, 0, 1]]), value=0.5) ** 2, [((2, 3),)]),  # noqa: E501
+    *_cases("index_add", lambda m, a, b: m.index_add(a, 0, m.tensor([2, 0, 2]), b, alpha=0.5), [((3, 2), (3, 2))]),  # noqa: E501
+    *_cases("index_fill", lambda m, a: a.index_fill(1, m.tensor([0, 2]), 1.5) * a, [((2, 3),)]),
+    *_cases("index_copy", lambda m, a, b: a.index_copy(0, m.tensor([1, 0]), b) ** 2, [((3, 2), (2, 2))]),  # noqa: E501
+    *_cases("masked_select", lambda m, a: m.masked_select(a, m.tensor([True, False, True])) ** 2, [((2, 3),)]),  # noqa: E501
+    *_cases("diff", lambda m, a: m.diff(a, n=2, dim=1) * 3, [((2, 5),)]),
+    *_cases("diff_prepend", lambda m, a, b: m.diff(a, dim=0, prepend=b), [((3, 2), (1, 2))]),
+    *_cases("tensor_split", lambda m, a: m.tensor_split(a, 3, dim=1)[0] * m.tensor_split(a, [1, 4], dim=1)[1].sum(), [((2, 5),)]),  # noqa: E501
+    *_cases("unflatten", lambda m, a: a.unflatten(1, (2, -1)) ** 2, [((3, 6),)]),
+    *_cases("addcmul", lambda m, a, b, c: m.addcmul(a, b, c, value=0.5), [((2, 3), (3,), (2, 1))]),
+    *_cases("addcdiv", lambda m, a, b, c: m.addcdiv(a, b, c, value=2.0), [((2, 3), (3,), (2, 1))], "nonzero"),  # noqa: E501
+    *_cases("nansum", lambda m, a: m.nansum(a, 1) * 2, [((2, 3),)]),
+    *_cases("nanmean", lambda m, a: m.nanmean(a) * 2, [((2, 3),)]),
+    *_cases("aminmax", lambda m, a: m.aminmax(a, dim=0).min * m.aminmax(a, dim=0).max, [((3, 2),)]),
+    *_cases("inplace_exp", lambda m, a: (a * 1).exp_() * 2, [((2, 3),)]),
+    *_cases("inplace_sigmoid", lambda m, a: (a * 1).sigmoid_() * 2, [((2, 3),)]),
+    *_cases("inplace_neg_addcmul", lambda m, a: (a * 1).neg_().addcmul_(a, a, value=0.5) * 2, [((2, 3),)]),  # noqa: E501
+    *_cases("inplace_clamp_min", lambda m, a: (a * 2).clamp_min_(0.3) * a, [((2, 3),)]),
+    *_cases("inplace_scatter", lambda m, a, b: (a * 1).scatter_(1, m.tensor([[2, 0], [1, 0]]), b).index_add_(0, m.tensor([1]), b[:1, :1].expand(1, 3)), [((2, 3), (2, 2))]),  # noqa: E501
+]  # fmt: skip

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import tadiff as td
 from tadiff.autograd import gradcheck, gradgradcheck
-from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.errors import AutogradError, DTypeError, InputError, ShapeError
 
 torch = pytest.importorskip("torch")
 
@@ -290,3 +290,38 @@ def test_gradcheck_of_composites_with_repeated_indices():
 def test_errors_name_what_is_wrong(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_nan_reductions_skip_nans_like_torch():
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, 2.0]])
+    _same_as_torch(lambda m, t: m.nansum(t, 1) + m.nanmean(t, 1), x)
+
+
+def test_random_fills_and_tensor_properties():
+    td.manual_seed(4)
+    t = td.zeros(20000, dtype=td.float64)
+    t.uniform_(-2.0, 3.0)
+    assert t.data.min() >= -2 and t.data.max() < 3 and abs(t.data.mean() - 0.5) < 0.05
+    t.normal_(1.0, 2.0)
+    assert abs(t.data.mean() - 1.0) < 0.05 and abs(t.data.std() - 2.0) < 0.05
+    t.bernoulli_(0.25)
+    assert set(np.unique(t.data)) == {0.0, 1.0} and abs(t.data.mean() - 0.25) < 0.02
+    leaf = td.zeros(3, requires_grad=True)
+    with pytest.raises(AutogradError, match="leaf Variable that requires grad"):
+        leaf.normal_()
+    with td.no_grad():
+        leaf.normal_()
+    x = td.zeros(3, 4)
+    assert x.stride() == (4, 1) and x.T.stride() == (1, 4) and x.stride(0) == 4
+    assert x.is_contiguous() and not x.T.is_contiguous() and x.element_size() == 4
+    assert x.nelement() == 12 and x.ndimension() == 2 and x.is_floating_point()
+    assert x.view_as(td.zeros(12)).shape == (12,) and x.H.shape == (4, 3)
+
+
+def test_indexed_write_errors():
+    with pytest.raises(InputError, match="exactly one of src and value"):
+        td.scatter(td.zeros(2, 2), 0, td.tensor([[0, 1]]))
+    with pytest.raises(ShapeError, match=r"source must have shape \(2, 2\)"):
+        td.index_add(td.zeros(3, 2), 0, td.tensor([0, 1]), td.ones(3, 2))
+    with pytest.raises(DTypeError, match="mask must be boolean"):
+        td.masked_select(td.zeros(2), td.tensor([1, 0]))

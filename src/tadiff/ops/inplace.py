@@ -222,3 +222,21 @@ def copy_(t: Tensor, src: Any) -> Tensor:
 def masked_fill_(t: Tensor, mask: Any, value: Any) -> Tensor:
     """Fill with ``value`` where ``mask`` holds, in place."""
     return _apply_inplace(t, masked_fill, mask, value, name="masked_fill_")
+
+
+def inplace_of(op: Callable[..., Tensor], name: str) -> Callable[..., Tensor]:
+    """The in-place form ``t.<name>(...)`` of an out-of-place op (``exp_``, ``scatter_``, ...):
+    the result is written into ``t``'s memory and the graph is rebased like ``add_``'s."""
+
+    def method(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return _apply_inplace(t, lambda x, *a: op(x, *a, **kwargs), *args, name=name)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place ``{name[:-1]}``."
+    return method
+
+
+def random_fill(t: Tensor, draw: Callable[[tuple[int, ...]], np.ndarray], name: str) -> Tensor:
+    """Fill ``t`` with ``draw(shape)`` (``uniform_``, ``normal_``, ...): not differentiable, and
+    like any in-place write refused on a leaf that requires grad unless under ``no_grad``."""
+    return _put(t, Ellipsis, Tensor(np.asarray(draw(t.shape), dtype=t.dtype)), name)

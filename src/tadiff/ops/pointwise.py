@@ -22,10 +22,11 @@ import numpy as np
 from tadiff.errors import DTypeError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, record
-from tadiff.ops.elementwise import _fix_dtype, _pair, _unary, add, clamp, mul, pow, sub, where
+from tadiff.ops.elementwise import _fix_dtype, _pair, _unary, add, clamp, div, mul, pow, sub, where
 
 __all__ = [
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "clamp_max", "clamp_min",
+    "acos", "acosh", "addcdiv", "addcmul", "asin", "asinh", "atan", "atan2", "atanh", "ceil",
+    "clamp_max", "clamp_min",
     "cosh", "exp2", "floor", "fmod", "frac", "lerp", "log2", "log10", "logaddexp", "masked_fill",
     "nan_to_num", "reciprocal", "remainder", "round", "rsqrt", "sinh", "square", "trunc",
 ]  # fmt: skip
@@ -164,3 +165,13 @@ def nan_to_num(
     if x._rg and _state.enabled:
         return record(d.NanToNumBackward0, out, (x,), (), (np.isfinite(x.data),))
     return _make(out)
+
+
+def addcmul(x: Any, tensor1: Any, tensor2: Any, *, value: float = 1) -> Tensor:
+    """``x + value * tensor1 * tensor2``, broadcasting."""
+    return add(x, mul(mul(tensor1, tensor2), value))
+
+
+def addcdiv(x: Any, tensor1: Any, tensor2: Any, *, value: float = 1) -> Tensor:
+    """``x + value * tensor1 / tensor2``, broadcasting."""
+    return add(x, mul(div(tensor1, tensor2), value))

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,9 @@ from tadiff.ops.indexing import gather, getitem
 from tadiff.ops.shape import broadcast_to, cat, expand, moveaxis, reshape, transpose
 
 __all__ = [
-    "broadcast_tensors", "hstack", "index_select", "meshgrid", "movedim", "narrow", "repeat",
-    "repeat_interleave", "roll", "t", "take_along_dim", "tile", "vstack",
+    "broadcast_tensors", "diff", "hstack", "index_select", "meshgrid", "movedim", "narrow",
+    "repeat", "repeat_interleave", "roll", "t", "take_along_dim", "tensor_split", "tile",
+    "unflatten", "vstack",
 ]  # fmt: skip
 
 movedim = moveaxis
@@ -211,3 +213,55 @@ def vstack(tensors: Any) -> Tensor:
     """Concatenate along dim 0, 1-D tensors as rows."""
     ts = [as_tensor(t, name="vstack() argument") for t in tensors]
     return cat([reshape(t, (1, -1)) if t.ndim < 2 else t for t in ts], 0)
+
+
+def diff(x: Any, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Tensor:
+    """``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first)."""
+    x = as_tensor(x, name="diff() input")
+    ax = norm_dim(dim, max(x.ndim, 1))
+    parts = [
+        as_tensor(p, x, "diff() prepend/append") for p in (prepend, x, append) if p is not None
+    ]
+    out = cat(parts, ax) if len(parts) > 1 else x
+    if n < 0:
+        raise InputError(f"diff: order n must be non-negative, got {n}")
+    lead = (slice(None),) * ax
+    for _ in range(n):
+        out = getitem(out, (*lead, slice(1, None))) - getitem(out, (*lead, slice(None, -1)))
+    return out
+
+
+def tensor_split(x: Any, indices_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Views of ``x`` split along ``dim``: into ``n`` nearly equal parts (the first ``size % n``
+    one longer) for an int, or at the given indices."""
+    x = as_tensor(x, name="tensor_split() input")
+    ax = norm_dim(dim, max(x.ndim, 1))
+    size = x.shape[ax]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        n = int(indices_or_sections)
+        if n <= 0:
+            raise InputError(f"tensor_split: number of sections must be positive, got {n}")
+        q, r = divmod(size, n)
+        bounds = np.cumsum([0] + [q + (1 if i < r else 0) for i in range(n)])
+    else:
+        cuts = [
+            int(i)
+            for i in (
+                indices_or_sections.data.tolist()
+                if isinstance(indices_or_sections, Tensor)
+                else indices_or_sections
+            )
+        ]
+        bounds = [0, *cuts, size]
+    lead = (slice(None),) * ax
+    return tuple(
+        getitem(x, (*lead, slice(int(lo), max(int(lo), int(hi)))))
+        for lo, hi in itertools.pairwise(bounds)
+    )
+
+
+def unflatten(x: Any, dim: int, sizes: Any) -> Tensor:
+    """Split dim ``dim`` into ``sizes`` (one entry may be -1)."""
+    x = as_tensor(x, name="unflatten() input")
+    ax = norm_dim(dim, max(x.ndim, 1))
+    return reshape(x, (*x.shape[:ax], *_ints(tuple(sizes), "unflatten: sizes"), *x.shape[ax + 1 :]))

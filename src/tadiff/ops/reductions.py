@@ -386,3 +386,26 @@ def log_softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     if x._rg and _state.enabled:
         return record(d.LogSoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
     return _make(out)
+
+
+def nansum(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Sum treating NaN as zero (NaN entries get gradient 0)."""
+    from tadiff.ops.elementwise import where
+
+    x = as_tensor(x)
+    return sum(where(np.isnan(x.data), 0.0, x), dim, keepdim)
+
+
+def nanmean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Mean over the non-NaN entries (NaN where all are NaN, as torch)."""
+    x = as_tensor(x)
+    count = (~np.isnan(x.data)).sum(axis=norm_dims(dim, x.data.ndim), keepdims=keepdim)
+    return nansum(x, dim, keepdim) / count.astype(x.data.dtype)
+
+
+def aminmax(x: Tensor, *, dim: int | None = None, keepdim: bool = False) -> Any:
+    """``(min, max)`` over ``dim`` (all elements when None), as torch's named pair."""
+    return _MinMax(amin(x, dim, keepdim), amax(x, dim, keepdim))
+
+
+_MinMax = namedtuple("aminmax", ["min", "max"])

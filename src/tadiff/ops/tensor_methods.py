@@ -22,6 +22,7 @@ from tadiff.ops import (
     predicates,
     rearrange,
     reductions,
+    scatter,
     shape,
     sorting,
 )
@@ -82,6 +83,33 @@ def _floor_divide(a: Tensor, b: Any) -> Tensor:
 
 def _rfloor_divide(a: Tensor, b: Any) -> Tensor:
     return _make(np.asarray(np.floor_divide(b, a.data)))
+
+
+def _random(kind: str) -> Any:
+    def method(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        from tadiff.autograd import factories
+
+        rng = factories._rng
+        if kind == "uniform_":
+            lo, hi = (list(args) + [0.0, 1.0][len(args) :])[:2]
+            lo, hi = kwargs.get("from", kwargs.get("a", lo)), kwargs.get("to", kwargs.get("b", hi))
+            draw = lambda shape: rng.uniform(lo, hi, shape)  # noqa: E731
+        elif kind == "normal_":
+            mean, std = (list(args) + [0.0, 1.0][len(args) :])[:2]
+            mean, std = kwargs.get("mean", mean), kwargs.get("std", std)
+            draw = lambda shape: rng.normal(mean, std, shape)  # noqa: E731
+        else:  # bernoulli_
+            p = kwargs.get("p", args[0] if args else 0.5)
+            p = p.data if isinstance(p, Tensor) else p
+            draw = lambda shape: rng.random(shape) < p  # noqa: E731
+        return inplace.random_fill(t, draw, kind)
+
+    return method
+
+
+def _stride(x: Tensor, dim: int | None = None) -> Any:
+    strides = tuple(s // x.data.itemsize for s in x.data.strides)
+    return strides if dim is None else strides[dim]
 
 
 _METHODS: dict[str, Any] = {
@@ -293,6 +321,71 @@ _METHODS: dict[str, Any] = {
     "bool": lambda x: shape.to(x, np.bool_),
     "half": lambda x: shape.to(x, np.float16),
     "masked_fill_": inplace.masked_fill_,
+    # in-place forms and more
+    **{
+        f"{name}_": inplace.inplace_of(fn, f"{name}_")
+        for name, fn in {
+            "abs": ew.abs,
+            "exp": ew.exp,
+            "log": ew.log,
+            "log1p": ew.log1p,
+            "sin": ew.sin,
+            "cos": ew.cos,
+            "tan": ew.tan,
+            "tanh": ew.tanh,
+            "sigmoid": ew.sigmoid,
+            "relu": ew.relu,
+            "sqrt": ew.sqrt,
+            "neg": ew.neg,
+            "sign": ew.sign,
+            "floor": pointwise.floor,
+            "ceil": pointwise.ceil,
+            "round": pointwise.round,
+            "trunc": pointwise.trunc,
+            "square": pointwise.square,
+            "reciprocal": pointwise.reciprocal,
+            "rsqrt": pointwise.rsqrt,
+            "clamp_min": pointwise.clamp_min,
+            "clamp_max": pointwise.clamp_max,
+            "lerp": pointwise.lerp,
+            "addcmul": pointwise.addcmul,
+            "addcdiv": pointwise.addcdiv,
+            "scatter": scatter.scatter,
+            "scatter_add": indexing.scatter_add,
+            "index_add": scatter.index_add,
+            "index_fill": scatter.index_fill,
+            "index_copy": scatter.index_copy,
+            "nan_to_num": pointwise.nan_to_num,
+            "remainder": pointwise.remainder,
+            "fmod": pointwise.fmod,
+        }.items()
+    },
+    "uniform_": _random("uniform_"),
+    "normal_": _random("normal_"),
+    "bernoulli_": _random("bernoulli_"),
+    "addcmul": pointwise.addcmul,
+    "addcdiv": pointwise.addcdiv,
+    "scatter": scatter.scatter,
+    "index_add": scatter.index_add,
+    "index_fill": scatter.index_fill,
+    "index_copy": scatter.index_copy,
+    "masked_select": scatter.masked_select,
+    "nansum": reductions.nansum,
+    "nanmean": reductions.nanmean,
+    "aminmax": reductions.aminmax,
+    "diff": rearrange.diff,
+    "tensor_split": rearrange.tensor_split,
+    "unflatten": rearrange.unflatten,
+    "view_as": lambda x, other: shape.view(x, *other.shape),
+    "reshape_as": lambda x, other: shape.reshape(x, *other.shape),
+    "H": property(lambda x: shape.transpose(x, 0, 1) if x.ndim == 2 else rearrange.t(x)),
+    "mH": property(lambda x: shape.transpose(x, -2, -1)),
+    "is_floating_point": lambda x: x.dtype.kind == "f",
+    "is_contiguous": lambda x: bool(x.data.flags.c_contiguous),
+    "element_size": lambda x: x.data.itemsize,
+    "nelement": lambda x: x.data.size,
+    "ndimension": lambda x: x.data.ndim,
+    "stride": _stride,
     # in place
     "add_": inplace.add_,
     "sub_": inplace.sub_,

@@ -1,0 +1,126 @@
+"""Indexed writes with torch's names: ``scatter`` (overwrite), ``index_add``, ``index_fill``,
+``index_copy``, ``masked_select``.
+
+Each is an out-of-place composition of ``index_put``/``scatter_add``/indexing, so the gradients
+follow: the overwritten entries of the input get no gradient, the written values get the
+gradient at their destinations (summed where ``index_add`` adds several into one).
+
+Example:
+    >>> import tadiff as td
+    >>> td.index_add(td.zeros(3), 0, td.tensor([0, 0, 2]), td.tensor([1.0, 2.0, 5.0]))
+    tensor([3., 0., 5.])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.ops._common import Tensor, as_tensor, norm_dim
+from tadiff.ops._dual import _full_index
+from tadiff.ops.elementwise import mul
+from tadiff.ops.indexing import getitem, index_put, scatter_add
+from tadiff.ops.shape import broadcast_to
+
+__all__ = ["index_add", "index_copy", "index_fill", "masked_select", "scatter"]
+
+
+def _index_1d(index: Any, what: str) -> np.ndarray:
+    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.dtype.kind not in "iu" or idx.ndim > 1:
+        raise DTypeError(
+            f"{what}: index must be a 0-D or 1-D integer tensor, got {idx.dtype} {idx.shape}"
+        )
+    return idx.reshape(-1)
+
+
+def scatter(
+    x: Any, dim: int, index: Any, src: Any = None, *, value: Any = None, reduce: str | None = None
+) -> Tensor:
+    """A copy of ``x`` with ``out[index[i][j]][j] = src[i][j]`` (for ``dim=0``); ``value`` (a
+    number) instead of ``src`` writes a constant. With repeated indices the last write wins
+    (torch leaves that undefined). ``reduce='add'`` is ``scatter_add``."""
+    x = as_tensor(x, name="scatter() input")
+    ax = norm_dim(dim, x.ndim)
+    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.dtype.kind not in "iu" or idx.ndim != x.ndim:
+        raise DTypeError(
+            f"scatter(): index must be an integer tensor with {x.ndim} dims, got {idx.dtype} "
+            f"with {idx.ndim}"
+        )
+    if (src is None) == (value is None):
+        raise InputError("scatter(): give exactly one of src and value")
+    if src is None:
+        src = value
+    src = as_tensor(src, x, "scatter() src")
+    if src.ndim:
+        if src.ndim != idx.ndim or any(s < i for s, i in zip(src.shape, idx.shape, strict=True)):
+            raise ShapeError(
+                f"scatter(): src of shape {src.shape} must be at least the index's shape "
+                f"{idx.shape} in every dim"
+            )
+        src = getitem(src, tuple(slice(0, n) for n in idx.shape))  # torch uses that corner
+    if reduce == "add":
+        return scatter_add(x, ax, idx, broadcast_to(src, idx.shape))
+    if reduce is not None:
+        raise InputError(f"scatter(): reduce must be None or 'add', got {reduce!r}")
+    if idx.size and (idx.min() < -x.shape[ax] or idx.max() >= x.shape[ax]):
+        raise InputError(f"scatter(): index out of bounds for dim {dim} with size {x.shape[ax]}")
+    return index_put(x, _full_index(idx, ax), broadcast_to(src, idx.shape))
+
+
+def _source(x: Tensor, ax: int, idx: np.ndarray, source: Any, what: str) -> Tensor:
+    """``source`` checked to have ``x``'s shape with ``len(idx)`` along ``ax``."""
+    source = as_tensor(source, x, f"{what}() source")
+    expected = (*x.shape[:ax], len(idx), *x.shape[ax + 1 :])
+    if source.shape != expected:
+        raise ShapeError(f"{what}(): source must have shape {expected}, got {source.shape}")
+    return source
+
+
+def _along(x: Tensor, ax: int, idx: np.ndarray) -> tuple[Any, ...]:
+    return (slice(None),) * ax + (idx,)
+
+
+def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Tensor:
+    """``x`` with ``alpha * source`` added at ``index`` along ``dim`` (repeated indices add)."""
+    x = as_tensor(x, name="index_add() input")
+    ax = norm_dim(dim, max(x.ndim, 1))
+    idx = _index_1d(index, "index_add")
+    source = _source(x, ax, idx, source, "index_add")
+    expected = source.shape
+    shape = [1] * x.ndim
+    shape[ax] = len(idx)
+    full = np.broadcast_to(idx.reshape(shape), expected)
+    return scatter_add(x, ax, full, source if alpha == 1 else mul(source, alpha))
+
+
+def index_fill(x: Any, dim: int, index: Any, value: Any) -> Tensor:
+    """``x`` with the slices at ``index`` along ``dim`` set to ``value`` (a number or a 0-d
+    Tensor)."""
+    x = as_tensor(x, name="index_fill() input")
+    ax = norm_dim(dim, max(x.ndim, 1))
+    if isinstance(value, Tensor) and value.ndim:
+        raise ShapeError(f"index_fill(): value must be a number or a 0-d tensor, got {value.shape}")
+    return index_put(x, _along(x, ax, _index_1d(index, "index_fill")), value)
+
+
+def index_copy(x: Any, dim: int, index: Any, source: Any) -> Tensor:
+    """``x`` with the slices at ``index`` along ``dim`` replaced by ``source``'s."""
+    x = as_tensor(x, name="index_copy() input")
+    ax = norm_dim(dim, max(x.ndim, 1))
+    idx = _index_1d(index, "index_copy")
+    source = _source(x, ax, idx, source, "index_copy")
+    return index_put(x, _along(x, ax, idx), source)
+
+
+def masked_select(x: Any, mask: Any) -> Tensor:
+    """The elements of ``x`` where the boolean ``mask`` (broadcast with ``x``) holds, as 1-D."""
+    x = as_tensor(x, name="masked_select() input")
+    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise DTypeError(f"masked_select: mask must be boolean, got {m.dtype}")
+    shape = np.broadcast_shapes(x.shape, m.shape)
+    return getitem(broadcast_to(x, shape), np.broadcast_to(m, shape))
