@@ -22,6 +22,7 @@ import numpy as np
 from tadiff.errors import DTypeError, IndexingError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
+from tadiff.ops._dual import _full_index
 from tadiff.ops.shape import _as_view
 
 _BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
@@ -144,12 +145,6 @@ def _check_index(x: np.ndarray, dim: int, index: Any, what: str) -> np.ndarray:
     return idx
 
 
-def _grid(index: np.ndarray, dim: int) -> tuple[Any, ...]:
-    grids = list(np.indices(index.shape, sparse=True))
-    grids[dim] = index
-    return tuple(grids)
-
-
 def gather(x: Tensor, dim: int, index: Any) -> Tensor:
     """``out[i][j][k] = x[index[i][j][k]][j][k]`` for ``dim=0`` (torch's ``gather``).
 
@@ -167,7 +162,7 @@ def gather(x: Tensor, dim: int, index: Any) -> Tensor:
     x = as_tensor(x)
     ax = norm_dim(dim, x.data.ndim)
     idx = _check_index(x.data, ax, index, "gather")
-    data = x.data[_grid(idx, ax)]
+    data = x.data[_full_index(idx, ax)]
     if x._rg and _state.enabled:
         return record(d.GatherBackward0, data, (x,), (), (ax, idx, x.data.shape))
     return _make(data)
@@ -187,7 +182,7 @@ def scatter_add(x: Tensor, dim: int, index: Any, src: Any) -> Tensor:
                 f"scatter_add(): src shape {src.data.shape} != index shape {idx.shape}"
             )
     data = x.data.astype(np.result_type(x.data, src.data), copy=True)
-    np.add.at(data, _grid(idx, ax), src.data)
+    np.add.at(data, _full_index(idx, ax), src.data)
     if (x._rg or src._rg) and _state.enabled:
         return record(d.ScatterAddBackward0, data, (x, src), (), (ax, idx))
     return _make(data)
