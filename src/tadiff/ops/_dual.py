@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.ops._gamma import polygamma_array
+
 
 def _reduced_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
     """Axes of a gradient of shape ``gshape`` to sum so it fits a broadcast input ``shape``."""
@@ -223,6 +225,7 @@ ARRAY = SimpleNamespace(
     cumsum=lambda x, dim: np.cumsum(x, axis=dim),
     cumprod=lambda x, dim: np.cumprod(x, axis=dim),
     inv=np.linalg.inv,
+    polygamma=lambda n, x: polygamma_array(n, x),
     solve=np.linalg.solve,
     solve_triangular=solve_triangular_array,
     tril=np.tril,

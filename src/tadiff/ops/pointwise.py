@@ -19,16 +19,46 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.errors import DTypeError, ShapeError
+from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, record
+from tadiff.ops._gamma import digamma_array, lgamma_array, polygamma_array
 from tadiff.ops.elementwise import _fix_dtype, _pair, _unary, add, clamp, div, mul, pow, sub, where
 
 __all__ = [
-    "acos", "acosh", "addcdiv", "addcmul", "asin", "asinh", "atan", "atan2", "atanh", "ceil",
-    "clamp_max", "clamp_min",
-    "cosh", "exp2", "floor", "fmod", "frac", "lerp", "log2", "log10", "logaddexp", "masked_fill",
-    "nan_to_num", "reciprocal", "remainder", "round", "rsqrt", "sinh", "square", "trunc",
+    "acos",
+    "acosh",
+    "addcdiv",
+    "addcmul",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "ceil",
+    "clamp_max",
+    "clamp_min",
+    "cosh",
+    "digamma",
+    "exp2",
+    "floor",
+    "fmod",
+    "frac",
+    "lerp",
+    "lgamma",
+    "log2",
+    "log10",
+    "logaddexp",
+    "masked_fill",
+    "nan_to_num",
+    "polygamma",
+    "reciprocal",
+    "remainder",
+    "round",
+    "rsqrt",
+    "sinh",
+    "square",
+    "trunc",
 ]  # fmt: skip
 
 asin = _unary("asin", np.arcsin, d.AsinBackward0, "input")
@@ -48,6 +78,25 @@ floor = _unary("floor", np.floor, d.FloorBackward0, "none")
 ceil = _unary("ceil", np.ceil, d.CeilBackward0, "none")
 trunc = _unary("trunc", np.trunc, d.TruncBackward0, "none")
 frac = _unary("frac", lambda x: x - np.trunc(x), d.FracBackward0, "none")
+lgamma = _unary("lgamma", lgamma_array, d.LgammaBackward0, "input")
+digamma = _unary("digamma", digamma_array, d.DigammaBackward0, "input")
+
+
+def polygamma(n: int, x: Any) -> Tensor:
+    """The ``n``-th derivative of ``digamma`` (``n = 0``: digamma itself), differentiable.
+
+    Example:
+        >>> import tadiff as td
+        >>> td.polygamma(1, td.tensor([1.0], dtype=td.float64))  # π²/6
+        tensor([1.6449], dtype=float64)
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise InputError(f"polygamma: n must be a non-negative int, got {n!r}")
+    x = as_tensor(x, name="polygamma() argument")
+    out = _fix_dtype(polygamma_array(int(n), x.data), x)
+    if x._rg and _state.enabled:
+        return record(d.PolygammaBackward0, out, (x,), (x,), (int(n),))
+    return _make(out)
 
 
 def round(x: Any, decimals: int = 0) -> Tensor:
