@@ -53,13 +53,18 @@ from tadiff.nn.module import IncompatibleKeys, Module, Parameter
 from tadiff.nn.normalization import GroupNorm
 from tadiff.nn.orthogonal import LinearSVD, Orthogonal
 from tadiff.nn.pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from tadiff.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tadiff.nn.serialization import load, save
+from tadiff.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
     "CELU",
     "ELU",
     "GELU",
     "GLU",
+    "GRU",
+    "LSTM",
+    "RNN",
     "SELU",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
@@ -75,6 +80,7 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "GRUCell",
     "GroupNorm",
     "Hardsigmoid",
     "Hardswish",
@@ -84,6 +90,7 @@ __all__ = [
     "IncompatibleKeys",
     "KLDivLoss",
     "L1Loss",
+    "LSTMCell",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
@@ -97,11 +104,13 @@ __all__ = [
     "Module",
     "ModuleDict",
     "ModuleList",
+    "MultiheadAttention",
     "NLLLoss",
     "Orthogonal",
     "Parameter",
     "ParameterDict",
     "ParameterList",
+    "RNNCell",
     "ReLU",
     "ReLU6",
     "Sequential",
@@ -113,6 +122,8 @@ __all__ = [
     "Softplus",
     "Softsign",
     "Tanh",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "Unflatten",
     "functional",
     "init",
