@@ -1,6 +1,7 @@
 """Probability distributions with ``torch.distributions``' names and formulas: ``Normal``,
-``LogNormal``, ``Laplace``, ``Uniform``, ``Exponential``, ``Bernoulli``, ``Categorical``,
-``MultivariateNormal``, ``Independent``, and ``kl_divergence``.
+``LogNormal``, ``Laplace``, ``Uniform``, ``Exponential``, ``Gamma``, ``Beta``, ``Dirichlet``,
+``Bernoulli``, ``Binomial``, ``Poisson``, ``Categorical``, ``MultivariateNormal``,
+``Independent``, and ``kl_divergence``.
 
 ``log_prob``, ``entropy``, ``mean``/``variance`` and ``rsample`` (the reparameterised sample,
 where the distribution has one) are compositions of tadiff ops, so they are differentiable in
@@ -29,12 +30,14 @@ from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 from tadiff.ops import decompositions as la
 from tadiff.ops import elementwise as ew
+from tadiff.ops import pointwise as pw
 from tadiff.ops import reductions as red
 from tadiff.ops.shape import broadcast_to
 
 __all__ = [
-    "Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace",
-    "LogNormal", "MultivariateNormal", "Normal", "Uniform", "kl_divergence",
+    "Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distribution", "Exponential",
+    "Gamma", "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal", "Poisson",
+    "Uniform", "kl_divergence",
 ]  # fmt: skip
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -71,10 +74,10 @@ class Distribution:
         raise InputError(f"{type(self).__name__} has no reparameterised sample (rsample)")
 
     def log_prob(self, value: Any) -> Tensor:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define log_prob")
 
     def entropy(self) -> Tensor:
-        raise NotImplementedError
+        raise InputError(f"{type(self).__name__}: entropy is not available (no closed form)")
 
     @property
     def stddev(self) -> Tensor:
@@ -261,6 +264,191 @@ class Exponential(Distribution):
 
     def entropy(self) -> Tensor:
         return 1 - ew.log(self.rate)
+
+
+def _positive(value: Any, name: str, where: str, like: Tensor | None = None) -> Tensor:
+    t = _param(value, name, like)
+    if (t.data <= 0).any():
+        raise InputError(f"{where}: {name} must be positive")
+    return t
+
+
+class Gamma(Distribution):
+    """Density ``rate^α x^(α−1) e^(−rate x) / Γ(α)`` on ``x > 0`` (``α = concentration``).
+    No ``rsample`` (its reparameterised gradient needs implicit differentiation)."""
+
+    def __init__(self, concentration: Any, rate: Any, validate_args: bool = True):
+        self.concentration = _positive(concentration, "concentration", "Gamma")
+        self.rate = _positive(rate, "rate", "Gamma", self.concentration)
+        self.batch_shape = np.broadcast_shapes(self.concentration.shape, self.rate.shape)
+
+    @property
+    def mean(self) -> Tensor:
+        return broadcast_to(self.concentration / self.rate, self.batch_shape)
+
+    @property
+    def variance(self) -> Tensor:
+        return broadcast_to(self.concentration / (self.rate * self.rate), self.batch_shape)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended(sample_shape)
+        a = np.broadcast_to(self.concentration.data, shape)
+        draws = factories._rng.gamma(a) / np.broadcast_to(self.rate.data, shape)
+        return Tensor(draws.astype(self.rate.dtype))
+
+    def log_prob(self, value: Any) -> Tensor:
+        v = _param(value, "value", self.rate)
+        a, b = self.concentration, self.rate
+        return a * ew.log(b) + (a - 1) * ew.log(v) - b * v - pw.lgamma(a)
+
+    def entropy(self) -> Tensor:
+        a = self.concentration
+        return a - ew.log(self.rate) + pw.lgamma(a) + (1 - a) * pw.digamma(a)
+
+
+class Dirichlet(Distribution):
+    """Distributions on the simplex with ``concentration`` (..., K) > 0. No ``rsample``."""
+
+    def __init__(self, concentration: Any, validate_args: bool = True):
+        self.concentration = _positive(concentration, "concentration", "Dirichlet")
+        if self.concentration.ndim < 1:
+            raise ShapeError("Dirichlet: concentration needs at least one dim (the categories)")
+        self.batch_shape = self.concentration.shape[:-1]
+        self.event_shape = self.concentration.shape[-1:]
+
+    @property
+    def mean(self) -> Tensor:
+        return self.concentration / red.sum(self.concentration, -1, True)
+
+    @property
+    def variance(self) -> Tensor:
+        total = red.sum(self.concentration, -1, True)
+        m = self.concentration / total
+        return m * (1 - m) / (total + 1)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended(sample_shape)
+        g = factories._rng.gamma(np.broadcast_to(self.concentration.data, shape))
+        return Tensor((g / g.sum(-1, keepdims=True)).astype(self.concentration.dtype))
+
+    def _log_norm(self) -> Tensor:
+        a = self.concentration
+        return red.sum(pw.lgamma(a), -1) - pw.lgamma(red.sum(a, -1))
+
+    def log_prob(self, value: Any) -> Tensor:
+        v = _param(value, "value", self.concentration)
+        return red.sum((self.concentration - 1) * ew.log(v), -1) - self._log_norm()
+
+    def entropy(self) -> Tensor:
+        a = self.concentration
+        total = red.sum(a, -1)
+        k = a.shape[-1]
+        return (
+            self._log_norm()
+            + (total - k) * pw.digamma(total)
+            - red.sum((a - 1) * pw.digamma(a), -1)
+        )
+
+
+class Beta(Distribution):
+    """Density ``x^(α−1) (1−x)^(β−1) / B(α, β)`` on ``(0, 1)``. No ``rsample``."""
+
+    def __init__(self, concentration1: Any, concentration0: Any, validate_args: bool = True):
+        self.concentration1 = _positive(concentration1, "concentration1", "Beta")
+        self.concentration0 = _positive(
+            concentration0, "concentration0", "Beta", self.concentration1
+        )
+        self.batch_shape = np.broadcast_shapes(self.concentration1.shape, self.concentration0.shape)
+        a = broadcast_to(self.concentration1, self.batch_shape)
+        b = broadcast_to(self.concentration0, self.batch_shape)
+        from tadiff.ops.shape import stack
+
+        self._dirichlet = Dirichlet(stack([a, b], -1))
+
+    @property
+    def mean(self) -> Tensor:
+        return self._dirichlet.mean[..., 0]
+
+    @property
+    def variance(self) -> Tensor:
+        return self._dirichlet.variance[..., 0]
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        return self._dirichlet.sample(sample_shape)[..., 0]
+
+    def log_prob(self, value: Any) -> Tensor:
+        v = _param(value, "value", self.concentration1)
+        from tadiff.ops.shape import stack
+
+        return self._dirichlet.log_prob(stack([v, 1 - v], -1))
+
+    def entropy(self) -> Tensor:
+        return self._dirichlet.entropy()
+
+
+class Poisson(Distribution):
+    """Counts with mean ``rate`` (> 0)."""
+
+    def __init__(self, rate: Any, validate_args: bool = True):
+        self.rate = _positive(rate, "rate", "Poisson")
+        self.batch_shape = self.rate.shape
+
+    @property
+    def mean(self) -> Tensor:
+        return self.rate
+
+    @property
+    def variance(self) -> Tensor:
+        return self.rate
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        draws = factories._rng.poisson(
+            np.broadcast_to(self.rate.data, self._extended(sample_shape))
+        )
+        return Tensor(draws.astype(self.rate.dtype))
+
+    def log_prob(self, value: Any) -> Tensor:
+        v = _param(value, "value", self.rate)
+        return v * ew.log(self.rate) - self.rate - pw.lgamma(v + 1)
+
+
+class Binomial(Distribution):
+    """Successes in ``total_count`` trials with success probability ``probs`` (or logits)."""
+
+    def __init__(
+        self,
+        total_count: Any = 1,
+        probs: Any = None,
+        logits: Any = None,
+        validate_args: bool = True,
+    ):
+        self.logits, self.probs = _logits_and_probs(probs, logits, "Binomial", binary=True)
+        self.total_count = _param(total_count, "total_count", self.probs)
+        if (self.total_count.data < 0).any():
+            raise InputError("Binomial: total_count must be non-negative")
+        self.batch_shape = np.broadcast_shapes(self.total_count.shape, self.probs.shape)
+
+    @property
+    def mean(self) -> Tensor:
+        return broadcast_to(self.total_count * self.probs, self.batch_shape)
+
+    @property
+    def variance(self) -> Tensor:
+        return broadcast_to(self.total_count * self.probs * (1 - self.probs), self.batch_shape)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended(sample_shape)
+        n = np.broadcast_to(self.total_count.data, shape).astype(np.int64)
+        draws = factories._rng.binomial(n, np.broadcast_to(self.probs.data, shape))
+        return Tensor(draws.astype(self.probs.dtype))
+
+    def log_prob(self, value: Any) -> Tensor:
+        k = _param(value, "value", self.probs)
+        n = self.total_count
+        log_comb = pw.lgamma(n + 1) - pw.lgamma(k + 1) - pw.lgamma(n - k + 1)
+        # k·l − n·softplus(l): stable in the logits
+        softplus = ew.maximum(self.logits, 0) + ew.log1p(ew.exp(-ew.abs(self.logits)))
+        return log_comb + k * self.logits - n * softplus
 
 
 def _logits_and_probs(probs: Any, logits: Any, name: str, binary: bool) -> tuple[Tensor, Tensor]:
@@ -513,6 +701,23 @@ def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
     if isinstance(p, Exponential):
         ratio = q.rate / p.rate
         return ratio - ew.log(ratio) - 1
+    if isinstance(p, Gamma):
+        a1, b1, a2, b2 = p.concentration, p.rate, q.concentration, q.rate
+        return (
+            (a1 - a2) * pw.digamma(a1) - pw.lgamma(a1) + pw.lgamma(a2)
+            + a2 * (ew.log(b1) - ew.log(b2)) + a1 * (b2 - b1) / b1
+        )  # fmt: skip
+    if isinstance(p, Dirichlet):
+        a, b = p.concentration, q.concentration
+        total = red.sum(a, -1, True)
+        return (
+            -p._log_norm() + q._log_norm()
+            + red.sum((a - b) * (pw.digamma(a) - pw.digamma(total)), -1)
+        )  # fmt: skip
+    if isinstance(p, Beta):
+        return kl_divergence(p._dirichlet, q._dirichlet)
+    if isinstance(p, Poisson):
+        return p.rate * (ew.log(p.rate) - ew.log(q.rate)) - (p.rate - q.rate)
     raise InputError(f"kl_divergence: no closed form for {type(p).__name__} pairs")
 
 
