@@ -89,12 +89,23 @@ def _workloads(m: Any, size: int, as_tensor: Callable[..., Any]) -> dict[str, tu
         loss.backward()
 
     mixed_ops = 10 * 3 + 9  # 3 per layer; softmax, index, log, mean, neg, pow, sum, mul, add
+
+    rows = 100
+    table = as_tensor(rng.standard_normal((rows, size)).astype(np.float32), True)
+
+    def row_writes() -> None:  # a recurrence written row by row into a buffer (in place)
+        h = table * 1.0
+        for t in range(1, rows):
+            h[t] = (h[t - 1].clone() * 0.5).tanh() + h[t]
+        h.sum().backward()
+
     return {
         "chain mul-scalar": (chain_mul, 1001),
         "chain sin": (chain_sin, 1001),
         "chain x*w+b": (chain_affine, 1001),
         "chain forward, no_grad": (chain_no_grad, 1000),
         "mixed graph (MLP step)": (mixed, mixed_ops),
+        "row writes h[t] = f(h[t-1])": (row_writes, 2 + 7 * (rows - 1)),
     }
 
 
