@@ -144,6 +144,25 @@ def test_self_attention_with_one_tensor_matches_torch():
     _compare(ours(ox, ox, ox), theirs(tx, tx, tx), [ox], [tx], ours, theirs)
 
 
+@pytest.mark.parametrize("batched", [True, False])
+def test_fully_masked_query_gets_zero_weights_as_torch_without_weights(batched):
+    ours = nn.MultiheadAttention(E, HEADS).double()
+    _randomize(ours)
+    theirs = _copy(ours, torch.nn.MultiheadAttention(E, HEADS))
+    lead = (N,) if batched else ()
+    arrays = [RNG.standard_normal((L, *lead, E)), RNG.standard_normal((S, *lead, E)),
+              RNG.standard_normal((S, *lead, E))]  # fmt: skip
+    ox = [td.tensor(a.copy(), requires_grad=True) for a in arrays]
+    tx = [torch.tensor(a.copy(), requires_grad=True) for a in arrays]
+    mask = _bool_mask((L, S))
+    mask[1] = True  # query 1 may attend to no key
+    got = ours(*ox, attn_mask=mask, need_weights=False)
+    expected = theirs(*tx, attn_mask=_as_torch(mask), need_weights=False)
+    _compare(got, expected, ox, tx, ours, theirs)
+    weights = ours(*ox, attn_mask=mask)[1]
+    np.testing.assert_array_equal(weights.data[..., 1, :], 0.0)
+
+
 @pytest.mark.parametrize(
     "norm_first,activation,batch_first,masked",
     list(itertools.product([False, True], ["relu", "gelu"], [False, True], [False, True])),

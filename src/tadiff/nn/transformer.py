@@ -251,7 +251,13 @@ class MultiheadAttention(Module):
         mask = self._mask(attn_mask, padding, n, lq, s)
         if mask is not None:
             scores = scores + mask
-        weights = td.softmax(scores, dim=-1)
+        blocked = np.all(scores.data == -np.inf, axis=-1, keepdims=True)
+        if blocked.any():
+            # every key masked: torch's need_weights=False path gives such a query zero weights
+            # (its need_weights=True path gives nan); zero weights in both modes here
+            weights = td.where(blocked, 0.0, td.softmax(td.where(blocked, 0.0, scores), dim=-1))
+        else:
+            weights = td.softmax(scores, dim=-1)
         if self.dropout and self.training:
             weights = F.dropout(weights, self.dropout, training=True)
         out = (weights @ vh).permute(2, 0, 1, 3).reshape(lq, n, e)
