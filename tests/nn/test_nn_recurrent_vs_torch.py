@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tadiff as td
 from tadiff import nn
@@ -106,6 +108,31 @@ def test_unbatched_layers_match_torch(kind, layers, bidirectional, bias, with_st
                          batch_first=True)  # fmt: skip
     states = _states(kind, layers, bidirectional, None) if with_state else []
     _check_against_torch(ours, theirs, RNG.standard_normal((STEPS, IN)), states, kind == "lstm")
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    kind=st.sampled_from(list(KINDS)),
+    steps=st.integers(1, 6),
+    batch=st.integers(1, 4),
+    input_size=st.integers(1, 4),
+    hidden=st.integers(1, 4),
+    bidirectional=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_random_sizes_match_torch(kind, steps, batch, input_size, hidden, bidirectional, seed):
+    rng = np.random.default_rng(seed)
+    name, extra = KINDS[kind]
+    kwargs = dict(num_layers=2, bidirectional=bidirectional, **extra)
+    ours = getattr(nn, name)(input_size, hidden, **kwargs).double()
+    for p in ours.parameters():
+        p.data[...] = rng.uniform(-1, 1, p.shape)
+    theirs = getattr(torch.nn, name)(input_size, hidden, **kwargs).double()
+    theirs.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in ours.state_dict().items()})
+    x = rng.standard_normal((steps, batch, input_size))
+    h_shape = (2 * (2 if bidirectional else 1), batch, hidden)
+    states = [rng.standard_normal(h_shape) for _ in range(2 if kind == "lstm" else 1)]
+    _check_against_torch(ours, theirs, x, states, kind == "lstm")
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

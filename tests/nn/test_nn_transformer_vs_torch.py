@@ -135,6 +135,20 @@ def test_unbatched_multihead_attention_matches_torch(mask_kind, average):
     _compare(got, expected, ox, tx, ours, theirs)
 
 
+def test_float_mask_tensors_get_torch_gradients():
+    ours = nn.MultiheadAttention(E, HEADS, batch_first=True).double()
+    _randomize(ours)
+    theirs = _copy(ours, torch.nn.MultiheadAttention(E, HEADS, batch_first=True))
+    arrays = [RNG.standard_normal((N, L, E)), RNG.standard_normal((N, S, E)),
+              RNG.standard_normal((N, S, E)), RNG.standard_normal((N * HEADS, L, S)),
+              RNG.standard_normal((N, S))]  # fmt: skip
+    ox = [td.tensor(a.copy(), requires_grad=True) for a in arrays]
+    tx = [torch.tensor(a.copy(), requires_grad=True) for a in arrays]
+    got = ours(*ox[:3], attn_mask=ox[3], key_padding_mask=ox[4], average_attn_weights=False)
+    expected = theirs(*tx[:3], attn_mask=tx[3], key_padding_mask=tx[4], average_attn_weights=False)
+    _compare(got, expected, ox, tx, ours, theirs)
+
+
 def test_self_attention_with_one_tensor_matches_torch():
     ours = nn.MultiheadAttention(E, HEADS).double()
     _randomize(ours)
