@@ -36,6 +36,7 @@ from tadiff.nn.adaptive_pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d
 from tadiff.nn.batchnorm import BatchNorm1d, BatchNorm2d
 from tadiff.nn.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from tadiff.nn.conv import Conv1d, Conv2d
+from tadiff.nn.conv_transpose import ConvTranspose1d, ConvTranspose2d
 from tadiff.nn.layers import Dropout, Embedding, Flatten, LayerNorm, Unflatten
 from tadiff.nn.linear import Identity, Linear
 from tadiff.nn.loss import (
@@ -76,6 +77,8 @@ __all__ = [
     "BatchNorm2d",
     "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",
