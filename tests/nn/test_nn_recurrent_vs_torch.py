@@ -135,6 +135,27 @@ def test_random_sizes_match_torch(kind, steps, batch, input_size, hidden, bidire
     _check_against_torch(ours, theirs, x, states, kind == "lstm")
 
 
+@pytest.mark.parametrize(
+    "layers,bidirectional,batch_first,with_state,batched",
+    [(1, False, False, False, True), (2, True, True, True, True), (2, False, False, True, True),
+     (1, True, True, False, True), (2, True, False, True, False)],
+)  # fmt: skip
+def test_lstm_with_projection_matches_torch(layers, bidirectional, batch_first, with_state,
+                                            batched):  # fmt: skip
+    proj = 3
+    ours, theirs = _pair("lstm", num_layers=layers, bidirectional=bidirectional,
+                         batch_first=batch_first, proj_size=proj)  # fmt: skip
+    assert ours.weight_hr_l0.shape == (proj, HIDDEN)
+    assert ours.weight_hh_l0.shape == (4 * HIDDEN, proj)
+    lead = (layers * (2 if bidirectional else 1),) + ((BATCH,) if batched else ())
+    states = [RNG.standard_normal((*lead, proj)), RNG.standard_normal((*lead, HIDDEN))]
+    if not batched:
+        x = RNG.standard_normal((STEPS, IN))
+    else:
+        x = RNG.standard_normal((BATCH, STEPS, IN) if batch_first else (STEPS, BATCH, IN))
+    _check_against_torch(ours, theirs, x, states if with_state else [], True)
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_dropout_between_layers(kind):
     # p = 1 zeroes every dropped element in both libraries, so training mode is deterministic:
@@ -277,8 +298,10 @@ def test_errors_name_the_argument():
         lstm(td.tensor(RNG.standard_normal((STEPS, BATCH, IN)).astype(np.float32)))
     with pytest.raises(ShapeError, match=r"h_0 of shape \(2, 3, 5\); expected \(2, 5\)"):
         nn.GRU(IN, HIDDEN, num_layers=2).double()(x[:, 0], h)
-    with pytest.raises(InputError, match="proj_size=2"):
-        nn.LSTM(IN, HIDDEN, proj_size=2)
+    with pytest.raises(InputError, match="proj_size=5; expected less than hidden_size=5"):
+        nn.LSTM(IN, HIDDEN, proj_size=5)
+    with pytest.raises(ShapeError, match=r"h_0 of shape \(2, 3, 5\); expected \(2, 3, 2\)"):
+        nn.LSTM(IN, HIDDEN, num_layers=2, proj_size=2).double()(x, (h, h))
     with pytest.raises(InputError, match="nonlinearity='sigmoid'"):
         nn.RNN(IN, HIDDEN, nonlinearity="sigmoid")
     with pytest.raises(InputError, match="hidden_size=0"):

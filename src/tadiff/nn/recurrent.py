@@ -39,13 +39,23 @@ def _check_size(value: Any, name: str, where: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def _step(mode: str, x_part: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor, b_hh: Any):
-    """One time step: ``x_part`` is ``x @ W_ih^T + b_ih`` (all gates); returns ``(h, c)``."""
+def _step(
+    mode: str,
+    x_part: Tensor,
+    h: Tensor,
+    c: Tensor | None,
+    w_hh: Tensor,
+    b_hh: Any,
+    w_hr: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """One time step: ``x_part`` is ``x @ W_ih^T + b_ih`` (all gates); returns ``(h, c)``.
+    ``w_hr`` is an LSTM's projection of the new hidden state (``proj_size > 0``)."""
     h_part = F.linear(h, w_hh, b_hh)
     if mode == "LSTM":
         i, f, g, o = (x_part + h_part).chunk(4, -1)
         c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-        return o.sigmoid() * c.tanh(), c
+        h = o.sigmoid() * c.tanh()
+        return (h if w_hr is None else F.linear(h, w_hr)), c
     if mode == "GRU":
         # the reset gate multiplies W_hn h + b_hn, so the hidden part stays separate (torch's GRU)
         xr, xz, xn = x_part.chunk(3, -1)
@@ -91,25 +101,30 @@ class _RNNBase(Module):
             raise InputError(f"{where}: dropout={dropout!r}; expected a number in [0, 1]")
         if not 0.0 <= dropout <= 1.0:
             raise InputError(f"{where}: dropout={dropout}; expected a probability in [0, 1]")
-        if proj_size != 0:
+        proj_size = _check_size(proj_size, "proj_size", where, minimum=0)
+        if proj_size >= self.hidden_size:
             raise InputError(
-                f"{where}: proj_size={proj_size}; LSTM projections are not implemented"
+                f"{where}: proj_size={proj_size}; expected less than hidden_size="
+                f"{self.hidden_size} (or 0 for no projection)"
             )
         self.bias = bool(bias)
         self.batch_first = bool(batch_first)
         self.dropout = float(dropout)
         self.bidirectional = bool(bidirectional)
-        self.proj_size = 0
+        self.proj_size = proj_size
         directions = 2 if bidirectional else 1
         gates = _GATES[mode] * self.hidden_size
+        out = self._out_size()
         # registration order and names are torch's, so state dicts load both ways
         for layer in range(self.num_layers):
-            layer_in = self.input_size if layer == 0 else self.hidden_size * directions
+            layer_in = self.input_size if layer == 0 else out * directions
             for direction in range(directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                shapes = {"weight_ih": (gates, layer_in), "weight_hh": (gates, self.hidden_size)}
+                shapes = {"weight_ih": (gates, layer_in), "weight_hh": (gates, out)}
                 if self.bias:
                     shapes.update(bias_ih=(gates,), bias_hh=(gates,))
+                if self.proj_size:
+                    shapes["weight_hr"] = (self.proj_size, self.hidden_size)
                 for name, shape in shapes.items():
                     setattr(self, name + suffix, Parameter(np.empty(shape, dtype=dtype)))
         self.reset_parameters()
@@ -120,11 +135,18 @@ class _RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
-    def _layer_params(self, layer: int, direction: int) -> tuple[Tensor, Tensor, Any, Any]:
+    def _out_size(self) -> int:
+        """Features of the hidden state ``h`` (the projection's when ``proj_size > 0``)."""
+        return self.proj_size or self.hidden_size
+
+    def _layer_params(self, layer: int, direction: int) -> tuple[Any, ...]:
+        """``(w_ih, w_hh, b_ih, b_hh, w_hr)`` of one layer and direction (None where absent)."""
         suffix = f"_l{layer}" + ("_reverse" if direction else "")
-        names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if self.bias else ())
-        params = [getattr(self, n + suffix) for n in names]
-        return tuple(params) if self.bias else (params[0], params[1], None, None)
+        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+        present = (True, True, self.bias, self.bias, bool(self.proj_size))
+        return tuple(
+            getattr(self, n + suffix) if p else None for n, p in zip(names, present, strict=True)
+        )
 
     def _check_state(self, state: Any, name: str, expected: tuple[int, ...], dtype: Any) -> Tensor:
         where = type(self).__name__
@@ -132,7 +154,7 @@ class _RNNBase(Module):
         if state.shape != expected:
             raise ShapeError(
                 f"{where}: {name} of shape {state.shape}; expected {expected} "
-                "(num_layers * num_directions, batch, hidden_size), without batch for an "
+                "(num_layers * num_directions, batch, features), without batch for an "
                 "unbatched input"
             )
         if state.dtype != dtype:
@@ -165,35 +187,36 @@ class _RNNBase(Module):
         if steps == 0:
             raise ShapeError(f"{where}: input of shape {given_shape} has no time steps")
         directions = 2 if self.bidirectional else 1
-        full = (self.num_layers * directions, batch, self.hidden_size)
-        expected = full if batched else (full[0], full[2])
+        lead = (self.num_layers * directions, batch) if batched else (self.num_layers * directions,)
+        h_size, c_size = self._out_size(), self.hidden_size
         h0 = c0 = None
         if hx is not None:
             if self.mode == "LSTM":
                 if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                     raise InputError(f"{where}: hx must be a pair (h_0, c_0), got {type(hx)}")
-                h0 = self._check_state(hx[0], "h_0", expected, x.dtype)
-                c0 = self._check_state(hx[1], "c_0", expected, x.dtype)
+                h0 = self._check_state(hx[0], "h_0", (*lead, h_size), x.dtype)
+                c0 = self._check_state(hx[1], "c_0", (*lead, c_size), x.dtype)
             else:
-                h0 = self._check_state(hx, "h_0", expected, x.dtype)
+                h0 = self._check_state(hx, "h_0", (*lead, h_size), x.dtype)
             if not batched:
                 h0 = h0.unsqueeze(1)
                 c0 = None if c0 is None else c0.unsqueeze(1)
-        zeros = td.zeros(batch, self.hidden_size, dtype=x.dtype)
+        zeros_h = td.zeros(batch, h_size, dtype=x.dtype)
+        zeros_c = td.zeros(batch, c_size, dtype=x.dtype)
         finals_h, finals_c = [], []
         layer_input = x
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(directions):
                 index = layer * directions + direction
-                h = zeros if h0 is None else h0[index]
-                c = None if self.mode != "LSTM" else (zeros if c0 is None else c0[index])
-                w_ih, w_hh, b_ih, b_hh = self._layer_params(layer, direction)
+                h = zeros_h if h0 is None else h0[index]
+                c = None if self.mode != "LSTM" else (zeros_c if c0 is None else c0[index])
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_params(layer, direction)
                 x_parts = F.linear(layer_input, w_ih, b_ih).unbind(0)
                 order = range(steps - 1, -1, -1) if direction else range(steps)
-                hs: list[Tensor] = [zeros] * steps
+                hs: list[Tensor] = [zeros_h] * steps
                 for t in order:
-                    h, c = _step(self.mode, x_parts[t], h, c, w_hh, b_hh)
+                    h, c = _step(self.mode, x_parts[t], h, c, w_hh, b_hh, w_hr)
                     hs[t] = h
                 outputs.append(td.stack(hs, 0))
                 finals_h.append(h)
@@ -219,6 +242,8 @@ class _RNNBase(Module):
                 text += f", {name}={getattr(self, name)}"
         if self.dropout:
             text += f", dropout={self.dropout}"
+        if self.proj_size:
+            text += f", proj_size={self.proj_size}"
         return text
 
 
@@ -290,8 +315,11 @@ class LSTM(_RNNBase):
         c_t = f * c_{t-1} + i * g
         h_t = o * tanh(c_t)
 
-    Args and parameters as ``RNN`` (no ``nonlinearity``), with ``4 * hidden`` gate rows;
-    ``proj_size`` must be 0 (projections are not implemented).
+    Args and parameters as ``RNN`` (no ``nonlinearity``), with ``4 * hidden`` gate rows.
+    ``proj_size > 0`` (less than ``hidden_size``) adds ``weight_hr_l{k}`` of shape
+    ``(proj_size, hidden)`` and makes ``h_t = (o * tanh(c_t)) W_hr^T``: ``h`` (hence the
+    output, ``h_0``/``h_n`` and ``weight_hh``'s columns) has ``proj_size`` features, ``c``
+    keeps ``hidden``.
 
     Forward ``(input, hx=None)`` with ``hx = (h_0, c_0)``, each shaped like ``RNN``'s ``h_0``.
 
