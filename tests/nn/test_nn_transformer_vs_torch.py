@@ -314,3 +314,32 @@ def test_errors_name_the_argument():
         mha(q, k, v, is_causal=True)
     with pytest.raises(DTypeError, match="query dtype float32 differs"):
         nn.MultiheadAttention(E, HEADS).double()(q.float(), q.float(), q.float())
+
+
+def test_encoder_loads_a_torch_state_dict():
+    t_layer = torch.nn.TransformerEncoderLayer(E, HEADS, dim_feedforward=16, activation="gelu",
+                                               norm_first=True)  # fmt: skip
+    theirs = torch.nn.TransformerEncoder(t_layer, 2, norm=torch.nn.LayerNorm(E),
+                                         enable_nested_tensor=False).eval()  # fmt: skip
+    layer = nn.TransformerEncoderLayer(E, HEADS, dim_feedforward=16, activation="gelu",
+                                       norm_first=True)  # fmt: skip
+    ours = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(E)).eval()
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    x = RNG.standard_normal((L, N, E)).astype(np.float32)
+    with torch.no_grad():
+        expected = theirs(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours(td.tensor(x)).data, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_encoder_layer_trains_with_dropout():
+    td.manual_seed(3)
+    layer = nn.TransformerEncoderLayer(E, HEADS, dim_feedforward=16, dropout=0.3).double()
+    x = td.tensor(RNG.standard_normal((L, N, E)), requires_grad=True)
+    layer.eval()
+    reference = layer(x).data
+    layer.train()
+    out = layer(x)
+    assert not np.allclose(out.data, reference)  # the dropouts are active in training
+    out.sum().backward()
+    assert all(np.isfinite(p.grad.data).all() for p in layer.parameters())
+    assert np.isfinite(x.grad.data).all()
