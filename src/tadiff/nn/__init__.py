@@ -55,6 +55,7 @@ from tadiff.nn.normalization import GroupNorm
 from tadiff.nn.orthogonal import LinearSVD, Orthogonal
 from tadiff.nn.pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from tadiff.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from tadiff.nn.resampling import PixelShuffle, PixelUnshuffle, Upsample
 from tadiff.nn.serialization import load, save
 from tadiff.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
@@ -113,6 +114,8 @@ __all__ = [
     "Parameter",
     "ParameterDict",
     "ParameterList",
+    "PixelShuffle",
+    "PixelUnshuffle",
     "RNNCell",
     "ReLU",
     "ReLU6",
@@ -128,6 +131,7 @@ __all__ = [
     "TransformerEncoder",
     "TransformerEncoderLayer",
     "Unflatten",
+    "Upsample",
     "functional",
     "init",
     "load",

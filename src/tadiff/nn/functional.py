@@ -63,6 +63,7 @@ from tadiff.nn.normalization import (  # noqa: F401
     pairwise_distance,
 )
 from tadiff.nn.pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: F401
+from tadiff.nn.resampling import interpolate, pixel_shuffle, pixel_unshuffle  # noqa: F401
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import AddmmBackward0
 
