@@ -70,6 +70,8 @@ class MultiheadAttention(Module):
         or float (added). attn_mask ``(L, S)`` or ``(N * num_heads, L, S)``: bool (True: not
         allowed to attend) or float (added). is_causal is torch's hint that ``attn_mask`` is
         the causal mask: it needs ``attn_mask``, which is then applied as given.
+        A query whose every key is masked gets zero weights (torch's ``need_weights=False``
+        result; torch's ``need_weights=True`` path gives nan there).
 
     Returns:
         ``(attn_output, attn_weights)``: output ``(L, N, E)`` (laid out like query); weights
