@@ -37,6 +37,21 @@ from tadiff.nn.batchnorm import BatchNorm1d, BatchNorm2d
 from tadiff.nn.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from tadiff.nn.conv import Conv1d, Conv2d
 from tadiff.nn.conv_transpose import ConvTranspose1d, ConvTranspose2d
+from tadiff.nn.extras import (
+    ConstantPad1d,
+    ConstantPad2d,
+    CosineSimilarity,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    PairwiseDistance,
+    PReLU,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
 from tadiff.nn.layers import Dropout, Embedding, Flatten, LayerNorm, Unflatten
 from tadiff.nn.linear import Identity, Linear
 from tadiff.nn.loss import (
@@ -76,10 +91,13 @@ __all__ = [
     "BCEWithLogitsLoss",
     "BatchNorm1d",
     "BatchNorm2d",
+    "ConstantPad1d",
+    "ConstantPad2d",
     "Conv1d",
     "Conv2d",
     "ConvTranspose1d",
     "ConvTranspose2d",
+    "CosineSimilarity",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",
@@ -92,6 +110,8 @@ __all__ = [
     "HuberLoss",
     "Identity",
     "IncompatibleKeys",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
     "KLDivLoss",
     "L1Loss",
     "LSTMCell",
@@ -111,6 +131,8 @@ __all__ = [
     "MultiheadAttention",
     "NLLLoss",
     "Orthogonal",
+    "PReLU",
+    "PairwiseDistance",
     "Parameter",
     "ParameterDict",
     "ParameterList",
@@ -119,6 +141,10 @@ __all__ = [
     "RNNCell",
     "ReLU",
     "ReLU6",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
     "Sequential",
     "SiLU",
     "Sigmoid",
@@ -132,6 +158,8 @@ __all__ = [
     "TransformerEncoderLayer",
     "Unflatten",
     "Upsample",
+    "ZeroPad1d",
+    "ZeroPad2d",
     "functional",
     "init",
     "load",

@@ -46,8 +46,10 @@ from tadiff.nn.activation_functions import (  # noqa: F401 - torch's F.* names
 from tadiff.nn.adaptive_pooling import adaptive_avg_pool1d, adaptive_avg_pool2d  # noqa: F401
 from tadiff.nn.attention import scaled_dot_product_attention  # noqa: F401
 from tadiff.nn.batchnorm import batch_norm  # noqa: F401 - torch's F.* names
-from tadiff.nn.conv import conv1d, conv2d, pad  # noqa: F401
+from tadiff.nn.conv import conv1d, conv2d  # noqa: F401
 from tadiff.nn.conv_transpose import conv_transpose1d, conv_transpose2d  # noqa: F401
+from tadiff.nn.extras import instance_norm, prelu  # noqa: F401
+from tadiff.nn.extras import pad_mode as pad  # noqa: F401
 from tadiff.nn.loss_functions import (  # noqa: F401
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
