@@ -48,7 +48,8 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
         x: any tensor.
         pad: ``(left, right)`` for the last dimension, then ``(left, right)`` for the one
             before, and so on (torch's order); non-negative ints.
-        mode: only ``"constant"``.
+        mode: only ``"constant"`` here; ``tadiff.nn.functional.pad`` also takes
+            ``"reflect"``, ``"replicate"`` and ``"circular"``.
         value: the fill value.
 
     Returns:
