@@ -325,3 +325,18 @@ def test_cell_errors_name_the_argument():
         nn.GRUCell(IN, HIDDEN).double()(x, td.zeros(HIDDEN, dtype=np.float64))
     with pytest.raises(DTypeError, match="input dtype float64 differs"):
         nn.RNNCell(IN, HIDDEN)(x)
+
+
+def test_lstm_second_derivatives_through_the_fused_cell():
+    td.manual_seed(0)
+    lstm = td.nn.LSTM(2, 3).double()
+    x = td.tensor(np.random.default_rng(3).standard_normal((4, 1, 2)), requires_grad=True)
+    h0 = td.tensor(np.random.default_rng(4).standard_normal((1, 1, 3)), requires_grad=True)
+    c0 = td.tensor(np.random.default_rng(5).standard_normal((1, 1, 3)), requires_grad=True)
+    assert td.autograd.gradgradcheck(lambda a, h, c: lstm(a, (h, c))[1][1], [x, h0, c0])
+    # the graph-building backward gives the plain backward's first derivatives
+    out = lstm(x, (h0, c0))[0].sum()
+    plain = td.autograd.grad(out, [x, h0, c0], retain_graph=True)
+    built = td.autograd.grad(out, [x, h0, c0], create_graph=True)
+    for a, b in zip(plain, built, strict=True):
+        np.testing.assert_allclose(a.data, b.data, rtol=1e-12, atol=1e-14)
