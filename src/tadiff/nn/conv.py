@@ -97,6 +97,40 @@ def _definition(dims: int, stride: tuple[int, ...], dilation: tuple[int, ...]):
     return define(f"y[b, o, {out}] = sum[c, {ker}](x[b, c, {reads}] * w[o, c, {ker}])")
 
 
+def checked_operands(
+    where: str, dims: int, x: Any, weight: Any, groups: int, transposed: bool
+) -> tuple[Tensor, Tensor, bool]:
+    """The input (with a batch dim added if it had none) and weight of a convolution, checked:
+    ``groups == 1``, a ``dims + 2``-dimensional weight whose input-channel dim (1, or 0 for a
+    transposed convolution) matches the input's channels, one floating dtype. Returns
+    ``(x, weight, batched)``."""
+    x, weight = as_tensor_arg(x, f"{where} input"), as_tensor_arg(weight, f"{where} weight")
+    if groups != 1:
+        raise InputError(f"{where}: groups={groups} is not supported; only groups=1")
+    layout = (
+        "(in_channels, out_channels, *kernel)"
+        if transposed
+        else "(out_channels, in_channels, *kernel)"
+    )
+    if weight.ndim != dims + 2:
+        raise ShapeError(
+            f"{where}: weight of shape {weight.shape}; expected {dims + 2} dims {layout}"
+        )
+    x, batched = with_batch(x, dims, where)
+    channels = weight.shape[0 if transposed else 1]
+    if x.shape[1] != channels:
+        raise ShapeError(
+            f"{where}: input has {x.shape[1]} channels (shape {x.shape}) but the weight expects "
+            f"{channels} (shape {weight.shape})"
+        )
+    if x.dtype != weight.dtype or x.dtype.kind != "f":
+        raise DTypeError(
+            f"{where}: input has dtype {x.dtype} and weight {weight.dtype}; expected one "
+            "floating dtype"
+        )
+    return x, weight, batched
+
+
 def _conv(
     dims: int,
     x: Any,
@@ -108,25 +142,7 @@ def _conv(
     groups: int,
 ) -> Tensor:
     where = f"conv{dims}d"
-    x, weight = as_tensor_arg(x, f"{where} input"), as_tensor_arg(weight, f"{where} weight")
-    if groups != 1:
-        raise InputError(f"{where}: groups={groups} is not supported; only groups=1")
-    if weight.data.ndim != dims + 2:
-        raise ShapeError(
-            f"{where}: weight of shape {weight.data.shape}; expected {dims + 2} dims "
-            "(out_channels, in_channels, *kernel)"
-        )
-    x, batched = with_batch(x, dims, where)
-    if x.data.shape[1] != weight.data.shape[1]:
-        raise ShapeError(
-            f"{where}: input has {x.data.shape[1]} channels (shape {x.data.shape}) but the "
-            f"weight expects {weight.data.shape[1]} (shape {weight.data.shape})"
-        )
-    if x.data.dtype != weight.data.dtype or x.data.dtype.kind != "f":
-        raise DTypeError(
-            f"{where}: input has dtype {x.data.dtype} and weight {weight.data.dtype}; expected "
-            "one floating dtype"
-        )
+    x, weight, batched = checked_operands(where, dims, x, weight, groups, transposed=False)
     stride = int_tuple(stride, dims, "stride", where)
     dilation = int_tuple(dilation, dims, "dilation", where)
     if min(stride + dilation) < 1:

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.tensor import Tensor
-from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.errors import InputError, ShapeError
 from tadiff.nn import init
-from tadiff.nn._args import as_tensor_arg, int_tuple, with_batch
-from tadiff.nn.conv import _definition, pad
+from tadiff.nn._args import as_tensor_arg, int_tuple
+from tadiff.nn.conv import _definition, checked_operands, pad
 from tadiff.nn.module import Module, Parameter
 
 __all__ = ["ConvTranspose1d", "ConvTranspose2d", "conv_transpose1d", "conv_transpose2d"]
@@ -55,25 +55,7 @@ def _conv_transpose(
     dilation: Any,
 ) -> Tensor:
     where = f"conv_transpose{dims}d"
-    x, weight = as_tensor_arg(x, f"{where} input"), as_tensor_arg(weight, f"{where} weight")
-    if groups != 1:
-        raise InputError(f"{where}: groups={groups} is not supported; only groups=1")
-    if weight.ndim != dims + 2:
-        raise ShapeError(
-            f"{where}: weight of shape {weight.shape}; expected {dims + 2} dims "
-            "(in_channels, out_channels, *kernel)"
-        )
-    x, batched = with_batch(x, dims, where)
-    if x.shape[1] != weight.shape[0]:
-        raise ShapeError(
-            f"{where}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
-            f"expects {weight.shape[0]} (shape {weight.shape})"
-        )
-    if x.dtype != weight.dtype or x.dtype.kind != "f":
-        raise DTypeError(
-            f"{where}: input has dtype {x.dtype} and weight {weight.dtype}; expected one "
-            "floating dtype"
-        )
+    x, weight, batched = checked_operands(where, dims, x, weight, groups, transposed=True)
     stride = int_tuple(stride, dims, "stride", where)
     dilation = int_tuple(dilation, dims, "dilation", where)
     pads = int_tuple(padding, dims, "padding", where)
