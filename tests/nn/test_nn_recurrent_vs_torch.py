@@ -327,16 +327,24 @@ def test_cell_errors_name_the_argument():
         nn.RNNCell(IN, HIDDEN)(x)
 
 
-def test_lstm_second_derivatives_through_the_fused_cell():
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_second_derivatives_through_the_fused_cells(kind):
     td.manual_seed(0)
-    lstm = td.nn.LSTM(2, 3).double()
-    x = td.tensor(np.random.default_rng(3).standard_normal((4, 1, 2)), requires_grad=True)
-    h0 = td.tensor(np.random.default_rng(4).standard_normal((1, 1, 3)), requires_grad=True)
-    c0 = td.tensor(np.random.default_rng(5).standard_normal((1, 1, 3)), requires_grad=True)
-    assert td.autograd.gradgradcheck(lambda a, h, c: lstm(a, (h, c))[1][1], [x, h0, c0])
+    layer = getattr(td.nn, kind)(2, 3).double()
+    rng = np.random.default_rng(3)
+    x = td.tensor(rng.standard_normal((4, 1, 2)), requires_grad=True)
+    h0 = td.tensor(rng.standard_normal((1, 1, 3)), requires_grad=True)
+    c0 = td.tensor(rng.standard_normal((1, 1, 3)), requires_grad=True)
+    state = (h0, c0) if kind == "LSTM" else h0
+    inputs = [x, h0, c0] if kind == "LSTM" else [x, h0]
+
+    def run(a, *states):
+        return layer(a, tuple(states) if kind == "LSTM" else states[0])
+
+    assert td.autograd.gradgradcheck(lambda *args: run(*args)[0], inputs)
     # the graph-building backward gives the plain backward's first derivatives
-    out = lstm(x, (h0, c0))[0].sum()
-    plain = td.autograd.grad(out, [x, h0, c0], retain_graph=True)
-    built = td.autograd.grad(out, [x, h0, c0], create_graph=True)
+    out = layer(x, state)[0].sum()
+    plain = td.autograd.grad(out, inputs, retain_graph=True)
+    built = td.autograd.grad(out, inputs, create_graph=True)
     for a, b in zip(plain, built, strict=True):
         np.testing.assert_allclose(a.data, b.data, rtol=1e-12, atol=1e-14)

@@ -84,6 +84,41 @@ class _LSTMCellFunction(Function):
         return join(grads, -1), grad_c * f
 
 
+class _GRUCellFunction(Function):
+    """The element-wise part of a GRU step as one node: ``(x_part, h_part, h) -> h'`` with
+    ``x_part = x W_ih^T + b_ih``, ``h_part = h W_hh^T + b_hh`` (torch's gate order r, z, n);
+    backward as :class:`_LSTMCellFunction`'s (NumPy from the forward's activations, or rebuilt
+    as a graph under ``create_graph``)."""
+
+    @staticmethod
+    def forward(ctx: Any, x_part: Tensor, h_part: Tensor, h: Tensor) -> np.ndarray:
+        ctx.save_for_backward(x_part, h_part, h)
+        xr, xz, xn = np.split(x_part.data, 3, axis=-1)
+        hr, hz, hn = np.split(h_part.data, 3, axis=-1)
+        r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+        n = np.tanh(xn + r * hn)
+        ctx.activations = (r, z, n, hn)
+        return n + z * (h.data - n)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Any, Any, Any]:
+        x_part, h_part, h = ctx.saved_tensors  # also checks that none was modified in place
+        if td.is_grad_enabled():  # create_graph: rebuild the activations as a graph
+            xr, xz, xn = x_part.chunk(3, -1)
+            hr, hz, hn = h_part.chunk(3, -1)
+            r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+            n = (xn + r * hn).tanh()
+            join = td.cat
+        else:
+            r, z, n, hn = ctx.activations
+            grad, h = grad.data, h.data
+            join = np.concatenate
+        pre_n = grad * (1 - z) * (1 - n * n)
+        pre_r = pre_n * hn * r * (1 - r)
+        pre_z = grad * (h - n) * z * (1 - z)
+        return join((pre_r, pre_z, pre_n), -1), join((pre_r, pre_z, pre_n * r), -1), grad * z
+
+
 def _step(
     mode: str,
     x_part: Tensor,
@@ -101,11 +136,7 @@ def _step(
         return (h if w_hr is None else F.linear(h, w_hr)), c
     if mode == "GRU":
         # the reset gate multiplies W_hn h + b_hn, so the hidden part stays separate (torch's GRU)
-        xr, xz, xn = x_part.chunk(3, -1)
-        hr, hz, hn = h_part.chunk(3, -1)
-        r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
-        n = (xn + r * hn).tanh()
-        return n + z * (h - n), None
+        return _GRUCellFunction.apply(x_part, h_part, h), None
     pre = x_part + h_part
     return (pre.tanh() if mode == "RNN_TANH" else pre.relu()), None
 
