@@ -22,6 +22,7 @@ from tadiff import (
     nn,
     ops,
     optim,
+    parallel,
     utils,
     viz,
 )
@@ -226,6 +227,7 @@ from tadiff.ops import (
     vstack,
     where,
 )
+from tadiff.parallel import get_num_threads, set_num_threads
 from tadiff.structured.householder import householder_apply, householder_product
 from tadiff.structured.sinkhorn import sinkhorn
 
@@ -329,6 +331,7 @@ __all__ = [
     "func",
     "gather",
     "ge",
+    "get_num_threads",
     "gt",
     "histc",
     "householder_apply",
@@ -404,6 +407,7 @@ __all__ = [
     "ops",
     "optim",
     "outer",
+    "parallel",
     "permute",
     "pinverse",
     "polygamma",
@@ -428,6 +432,7 @@ __all__ = [
     "scatter_add",
     "searchsorted",
     "set_grad_enabled",
+    "set_num_threads",
     "sigmoid",
     "sign",
     "sin",
