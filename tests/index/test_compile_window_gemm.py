@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tadiff as td
+from tadiff import parallel
 from tadiff.index import define
 from tadiff.index.compile import _window_gemm
 from tadiff.index.compile.vectorized import lower_numpy
@@ -39,14 +40,26 @@ def _small_sizes_take_the_window_lowering(monkeypatch):
 _BLOCKS = "copied per block"
 
 
-@pytest.fixture(params=["chosen", "blocks", "views"])
+def _many_threads(monkeypatch) -> None:
+    """Every block loop on two threads (none too small), stacked blocks in 16-column chunks:
+    at these sizes the threads would otherwise never run. Where NumPy's BLAS offers no threads
+    of its own, the loops stay serial and the same checks run again."""
+    monkeypatch.setattr(parallel, "_MIN_BLOCK_FLOPS", 0)
+    monkeypatch.setattr(parallel, "_requested", 2)
+    monkeypatch.setattr(_window_gemm, "_CHUNK_BYTES", 1)
+
+
+@pytest.fixture(params=["chosen", "blocks", "views", "blocks threads", "views threads"])
 def path(request, monkeypatch):
-    """Which plan evaluates window products: the cost rule's choice, or each one forced."""
-    if request.param == "blocks":
+    """Which plan evaluates window products: the cost rule's choice, or each one forced, in
+    one thread or on two."""
+    if request.param.startswith("blocks"):
         monkeypatch.setattr(_window_gemm, "_copies_whole", lambda plan: True)
-    elif request.param == "views":
+    elif request.param.startswith("views"):
         monkeypatch.setattr(_window_gemm, "_BLOCKS", False)
-    return request.param
+    if request.param.endswith("threads"):
+        _many_threads(monkeypatch)
+    return request.param.split()[0]
 
 
 _TOL = {np.float64: 1e-12, np.float32: 2e-5}
@@ -222,15 +235,15 @@ def _geometries(draw):
     return source, (batch, c_in, *spatial), (c_out, c_in, *kernel_size)
 
 
-@pytest.mark.parametrize("forced", [False, True], ids=["chosen", "blocks"])
+@pytest.mark.parametrize("mode", ["chosen", "blocks", "threads"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(geometry=_geometries(), seed=st.integers(0, 2**32 - 1))
-def test_random_convolution_geometries_match_the_interpreter(forced, geometry, seed):
-    if forced:  # the block copies wherever they apply (clipped boxes at every geometry)
-        with pytest.MonkeyPatch.context() as mp:
+def test_random_convolution_geometries_match_the_interpreter(mode, geometry, seed):
+    with pytest.MonkeyPatch.context() as mp:
+        if mode == "blocks":  # the block copies wherever they apply (clipped boxes everywhere)
             mp.setattr(_window_gemm, "_copies_whole", lambda plan: True)
-            _random_geometry(geometry, seed)
-    else:
+        elif mode == "threads":
+            _many_threads(mp)
         _random_geometry(geometry, seed)
 
 
@@ -359,3 +372,163 @@ def test_float32_engine_convolution_matches_torch(stride, dilation):
     for got, want in ((y.data, ry), (tx.grad.data, rx.grad), (tw.grad.data, rw.grad)):
         want = want.detach().numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+# -- threads, shared residue classes ------------------------------------------------------------
+
+_PARALLEL = parallel.blas_info()["parallel"] and (parallel.blas_info()["blas_threads"] or 0) >= 2
+
+
+@pytest.mark.skipif(not _PARALLEL, reason="NumPy's BLAS has no threads of its own to run on")
+def test_forced_threads_really_run_block_loops_on_two_threads(monkeypatch):
+    # the "threads" variants above mean something only if the loops leave the calling thread
+    import threading
+    import time
+
+    _many_threads(monkeypatch)
+    seen = set()
+    original = _window_gemm.run_blocks
+
+    def spy(count, make_worker, flops=float("inf")):
+        def make():
+            work = make_worker()
+
+            def record(i):
+                seen.add(threading.get_ident())
+                time.sleep(0.005)  # a slow block, so the other thread gets some: no race
+                work(i)
+
+            return record
+
+        return original(count, make, flops)
+
+    monkeypatch.setattr(_window_gemm, "run_blocks", spy)
+    f = define(_conv2d(2, 1))
+    rng = np.random.default_rng(10)
+    x, w = rng.normal(size=(8, 3, 11, 9)), rng.normal(size=(4, 3, 3, 3))
+    lower_numpy(f, {"x": x.shape, "w": w.shape}, np.float64)({"x": x, "w": w})
+    assert len(seen) == 2
+
+
+# input sizes that the stride divides (every residue class has the same output shape), and
+# dy larger than w (dy is then the operand copied per block)
+STRIDED = [
+    (_conv1d(2, 1), (3, 4, 22), (5, 4, 3)),
+    (_conv1d(2, 1), (3, 4, 22), (5, 4, 5)),
+    (_conv1d(3, 1), (2, 3, 21), (4, 3, 4)),  # classes of 2, 1 and 1 terms
+    (_conv2d(2, 1), (3, 4, 12, 12), (5, 4, 3, 3)),
+    (_conv2d(2, 1), (4, 3, 14, 12), (4, 3, 5, 4)),
+    ("y[b,o,h,v] = sum[c,i,j](x[b,c,2*h+i,3*v+j] * w[o,c,i,j])", (3, 3, 14, 15), (4, 3, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("threads", [False, True], ids=["serial", "threads"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize(("source", "xs", "ws"), STRIDED, ids=[f"{c[0]} {c[2]}" for c in STRIDED])
+def test_strided_input_gradient_classes_share_their_views(
+    source, xs, ws, dtype, threads, monkeypatch
+):
+    # the residue classes of a strided input gradient read overlapping shifted views of dy:
+    # evaluated together, each distinct view is copied once per batch element
+    if threads:
+        _many_threads(monkeypatch)
+    rng = np.random.default_rng(11)
+    f = define(source)
+    arrays = {"x": rng.normal(size=xs), "w": rng.normal(size=ws)}
+    (_, _), (fn, args), _ = _functions(f, arrays, rng)
+    assert fn.out_name == "dx" and "share their window views" in _check(fn, args, dtype)
+
+
+def test_classes_that_are_not_block_plans_are_left_to_the_caller():
+    # plan_classes takes the block-plan classes it can share and names them; any other part
+    # (here a stand-in for a class read in place) stays with the caller
+    f = define(_conv2d(2, 1))
+    shapes = {"x": (3, 4, 12, 12), "w": (5, 4, 3, 3)}
+    grad = f.grad("x")
+    shapes["dy"] = f.output_shape(**shapes)
+    k = lower_numpy(grad, {n: shapes[n] for n in grad.args}, np.float64)
+    assert "share" in k.source
+    classes = [p for p in _plan_parts(grad, shapes) if p is not None]
+    assert len(classes) == 4
+    other = (lambda arrays: np.zeros(()), (slice(None),))
+    found = _window_gemm.plan_classes([other, *classes], (3, 4, 12, 12))
+    assert found is not None and found[1] == [1, 2, 3, 4]
+
+
+def _plan_parts(fn, shapes):
+    """The (plan, slices) of each residue class of ``fn``, as lower_numpy builds them."""
+    from tadiff.index.compile import vectorized
+
+    captured = []
+    original = vectorized.plan_classes
+
+    def spy(parts, out_shape):
+        captured.extend(parts)
+        return original(parts, out_shape)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(vectorized, "plan_classes", spy)
+        lower_numpy(fn, {n: shapes[n] for n in fn.args}, np.float64)
+    return captured
+
+
+def test_classes_of_different_shapes_are_evaluated_one_by_one():
+    # an odd input length: the stride-2 classes have 11 and 10 positions, so no shared buffer
+    f = define(_conv1d(2, 1))
+    rng = np.random.default_rng(12)
+    arrays = {"x": rng.normal(size=(2, 3, 21)), "w": rng.normal(size=(4, 3, 3))}
+    (_, _), (fn, args), _ = _functions(f, arrays, rng)
+    plan = _check(fn, args, np.float64)
+    assert _WINDOW in plan and "share" not in plan
+
+
+@pytest.mark.parametrize("name", ["x", "w"])
+def test_threaded_kernels_give_the_same_bits_on_every_call(name, monkeypatch):
+    # a block's product runs on one BLAS thread whichever thread takes it, and partial sums
+    # over blocks are added in block order: no run-to-run float differences
+    _many_threads(monkeypatch)
+    f = define(_conv2d(2, 1))
+    rng = np.random.default_rng(13)
+    arrays = {"x": rng.normal(size=(9, 5, 13, 12)), "w": rng.normal(size=(6, 5, 3, 3))}
+    dy = rng.normal(size=f.output_shape(x=(9, 5, 13, 12), w=(6, 5, 3, 3)))
+    fn = f.grad(name)
+    args = {n: {**arrays, "dy": dy}[n].astype(np.float32) for n in fn.args}
+    k = lower_numpy(fn, {n: a.shape for n, a in args.items()}, np.float32)
+    first = k(args)
+    for _ in range(5):
+        np.testing.assert_array_equal(k(args), first)
+
+
+@pytest.mark.parametrize("scratch", [1, 50, 1 << 23], ids=["one per group", "groups", "all"])
+def test_sum_over_blocks_adds_every_block_once_in_any_grouping(scratch, monkeypatch):
+    _many_threads(monkeypatch)
+    monkeypatch.setattr(_window_gemm, "_SCRATCH", scratch)
+    rng = np.random.default_rng(14)
+    parts = rng.normal(size=(13, 4, 6))
+    out = np.empty((4, 6))
+
+    def make_product():
+        def product(i, into):
+            into[...] = parts[i]
+
+        return product
+
+    _window_gemm.sum_over_blocks(13, out, make_product, flops=1e9)
+    np.testing.assert_allclose(out, parts.sum(axis=0), rtol=1e-13, atol=1e-13)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.frozensets(st.integers(0, 5), min_size=1, max_size=6), min_size=1, max_size=4))
+def test_consecutive_order_is_found_exactly_when_one_exists(sets):
+    import itertools
+
+    def contiguous(order):
+        where = {e: i for i, e in enumerate(order)}
+        return all(max(where[e] for e in s) - min(where[e] for e in s) + 1 == len(s) for s in sets)
+
+    universe = sorted(set().union(*sets))
+    exists = any(contiguous(p) for p in itertools.permutations(universe))
+    order = _window_gemm._consecutive_order(sets)
+    if order is not None:
+        assert sorted(order) == universe and contiguous(order)
+    assert (order is not None) == exists

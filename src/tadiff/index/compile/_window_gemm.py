@@ -67,6 +67,8 @@ from math import gcd
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from tadiff.parallel import run_blocks, threads_for
+
 Arrays = Mapping[str, np.ndarray]
 Form = tuple[dict[int, int], int]  # one index dimension: {axis: coefficient}, constant
 
@@ -82,6 +84,8 @@ costs more than im2col's one copy (a batch of 512 single-channel 12x12 images: 1
 _BLOCKS = True
 _SCRATCH = 1 << 23
 """Elements of a temporary product over looped sum axes, or of a stacked block, at most."""
+_CHUNK_BYTES = 1 << 20
+"""A stacked block is copied and multiplied in chunks of positions of at most this size."""
 
 
 class _Operand:
@@ -578,34 +582,71 @@ class _Plan:
             else:
                 small = np.concatenate([m[1].reshape(m[1].shape[-2:]) for m in mats], axis=0)
             width = dest.shape[-1] if big == 1 else dest.shape[-2]
-            cols = np.empty((n_terms, self.k_span, width), dtype=self.dtype)
-            flat = cols.reshape(n_terms * self.k_span, width)
-            for t in range(dest.shape[0]) if self.n_out else [None]:
-                for s, m in enumerate(mats):
-                    view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
-                    cols[s] = view if big == 1 else view.T
-                out = dest if t is None else dest[t]
-                if big == 1:
-                    np.matmul(small, flat, out=out)
-                else:
-                    np.matmul(flat.T, small, out=out)
+            flops = 2 * small.size * width
+            chunk = width
+            if self.n_out and threads_for(dest.shape[0], flops) > 1:
+                # each thread's stacked block in chunks of positions that fit in its core's
+                # cache: whole, a stride-1 conv2d's is 7 MB, and two threads streaming such
+                # buffers ran up to 2.5x slower. In one thread whole blocks are faster (its
+                # products use every core, and chunks only add calls).
+                rows = n_terms * self.k_span
+                chunk = max(16, _CHUNK_BYTES // (rows * self.dtype.itemsize) // 16 * 16)
+                chunk = min(chunk, width)
+
+            def make_worker(mats=mats, small=small, dest=dest, width=width, chunk=chunk):
+                cols = np.empty((len(mats), self.k_span, chunk), dtype=self.dtype)
+                flat = cols.reshape(-1, chunk)
+
+                def work(t: int | None) -> None:
+                    out = dest if t is None else dest[t]
+                    for c0 in range(0, width, chunk):
+                        c1 = min(width, c0 + chunk)
+                        part = cols[..., : c1 - c0]
+                        for s, m in enumerate(mats):
+                            view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
+                            if big == 1:
+                                part[s] = view[..., c0:c1]
+                            else:
+                                part[s] = view[..., c0:c1, :].swapaxes(-1, -2)
+                        if big == 1:
+                            np.matmul(small, flat[:, : c1 - c0], out=out[..., c0:c1])
+                        else:
+                            np.matmul(flat[:, : c1 - c0].T, small, out=out[..., c0:c1, :])
+
+                return work
+
+            if self.n_out:
+                run_blocks(dest.shape[0], make_worker, flops=flops)
+            else:
+                make_worker()(None)
 
     def _run_stacked_out(self, flats, buffer) -> None:
         big, n_terms = self.out_big, len(self.terms)
         mats = [self._matrices(flats, offsets[0]) for _, offsets in self.terms]
         other = mats[0][1 - big]
         width = self.spans[big]
-        cols = np.empty((n_terms, width, self.k_span), dtype=self.dtype)
-        flat = cols.reshape(n_terms * width, self.k_span)
-        total = None
-        for t in range(other.shape[0]) if self.n_k else [None]:
-            for s, m in enumerate(mats):
-                view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
-                cols[s] = view if big == 0 else view.T
-            rest = other if t is None else other[min(t, other.shape[0] - 1)]
-            part = np.matmul(flat, rest) if big == 0 else np.matmul(rest, flat.T)
-            total = part if total is None else np.add(total, part, out=total)
+        count = other.shape[0] if self.n_k else 1
         m, n = self.spans
+        total = np.empty((n_terms * width, n) if big == 0 else (m, n_terms * width), self.dtype)
+
+        def make_product():
+            stack = np.empty((n_terms, width, self.k_span), dtype=self.dtype)
+            flat = stack.reshape(n_terms * width, self.k_span)
+
+            def product(t: int, into: np.ndarray) -> None:
+                for s, mat in enumerate(mats):
+                    view = mat[big] if not self.n_k else mat[big][min(t, mat[big].shape[0] - 1)]
+                    stack[s] = view if big == 0 else view.T
+                rest = other if not self.n_k else other[min(t, other.shape[0] - 1)]
+                if big == 0:
+                    np.matmul(flat, rest, out=into)
+                else:
+                    np.matmul(rest, flat.T, out=into)
+
+            return product
+
+        flops = 2 * n_terms * width * self.k_span * (n if big == 0 else m)
+        sum_over_blocks(count, total, make_product, flops=flops)
         if big == 0:  # (windows * rows, columns)
             buffer[...] = total.reshape(buffer.shape)
         else:  # (rows, windows * columns)
@@ -802,68 +843,42 @@ class _BlockPlan:
 
     def _fill(self, big: np.ndarray) -> tuple[np.ndarray, Callable[[int], None]]:
         """The zero-filled ``cols`` matrix and ``fill(b)``, which copies block ``b``'s terms."""
-        forms = self.big[2]
-        # zeros only where some term's box leaves positions unwritten (its padding)
-        full = all(
-            box is not None and all(box[a] == (0, self.length(a)) for a in self.inner)
-            for box in self.boxes
-        )
-        make = np.empty if full else np.zeros
-        cols = make((self.t, *self._lengths(self.inner)), dtype=self.dtype)
-        blocked = [self.block] if self.block is not None else []
-        copies = []  # per term: (source with the block axis first, destination in cols)
-        for s, (at, box) in enumerate(zip(self.terms, self.boxes, strict=True)):
-            if box is None:
-                continue  # this term reads only padding: its rows stay zero
-            start = {**at, **{a: lo for a, (lo, _) in box.items()}}
-            lengths = [self.nb] + [box[a][1] - box[a][0] for a in self.inner]
-            src = _view(big, forms, start, blocked + self.inner, lengths[0 if blocked else 1 :])
-            dst = cols[(s, *(slice(*box[a]) for a in self.inner), ...)]
-            copies.append((src if blocked else src[None], dst))
-
-        def fill(b: int) -> None:
-            for src, dst in copies:
-                dst[...] = src[b]
-
+        cols, fill = _term_copies(big, [(self, s) for s in range(self.t)])
         rows = self.t * (self.nt if self.out_windows else self.kt)
         return cols.reshape(rows, -1), fill
 
-    def run(self, arrays: Arrays) -> np.ndarray:
-        dtype = self.dtype
-        big = np.asarray(arrays[self.big[0]], dtype=dtype)
-        small = np.asarray(arrays[self.small[0]], dtype=dtype)
-        flat, fill = self._fill(big)
-        buffer = np.empty(self.buffer, dtype=dtype)
-        if self.out_windows:
-            axes = ([self.block] if self.block is not None else []) + self.m + self.k
-            other = _view(small, self.small[2], {}, axes, self._lengths(axes))
-            if self.block is None:
-                other = other[None]
-            tmp = None
-            for b in range(self.nb):
-                fill(b)
-                ob = other[b].reshape(self.mt, self.kt)  # a copy only if it must be
-                out = buffer[b if self.block_out else 0]
-                if b == 0 or self.block_out:
-                    np.matmul(flat, ob.T, out=out)
-                else:
-                    if tmp is None:
-                        tmp = np.empty_like(out)
-                    np.matmul(flat, ob.T, out=tmp)
-                    out += tmp
-        else:
-            sm = self._small_matrix(small)
-            for b in range(self.nb):
-                fill(b)
-                np.matmul(sm, flat, out=buffer[b])
-        if self.scale != 1:
-            buffer *= self.scale
-        return as_strided(buffer, self.result_shape, self.result_strides)
+    def _copy_of(self, big: np.ndarray, s: int, dst: np.ndarray):
+        """Term ``s``'s view of ``big`` with the block axis first, and where it goes in ``dst``
+        (the term's slot of a ``cols`` buffer); None where the term reads only padding."""
+        box = self.boxes[s]
+        if box is None:
+            return None
+        start = {**self.terms[s], **{a: lo for a, (lo, _) in box.items()}}
+        blocked = [self.block] if self.block is not None else []
+        lengths = [self.nb] + [box[a][1] - box[a][0] for a in self.inner]
+        src = _view(big, self.big[2], start, blocked + self.inner, lengths[0 if blocked else 1 :])
+        return (src if blocked else src[None]), dst[(*(slice(*box[a]) for a in self.inner), ...)]
 
-    def run_into(self, arrays: Arrays, into: np.ndarray) -> bool:
-        """Write the result into ``into`` (the output axes only, any strides: a residue
-        class's slice of the whole output) block by block, through a product-sized buffer
-        that stays in cache; False (nothing written) where the roles do not allow it."""
+    def view_key(self, s: int):
+        """What term ``s`` copies, comparable between plans whose inner axes have the same
+        lengths (the residue classes of one gradient): per dimension of the large argument
+        its offset and its coefficients on the block and inner axes (in order), and the box;
+        None where the term reads only padding."""
+        box = self.boxes[s]
+        if box is None:
+            return None
+        axes = ([self.block] if self.block is not None else []) + self.inner
+        at = self.terms[s]
+        dims = tuple(
+            (const + sum(co.get(a, 0) * v for a, v in at.items()), *(co.get(a, 0) for a in axes))
+            for co, const in self.big[2]
+        )
+        return dims, tuple(box[a] for a in self.inner)
+
+    def destination(self, into: np.ndarray):
+        """``into`` (a residue class's slice of the whole output, any strides) as a
+        ``(blocks, *output block shape)`` view the products write to, or None where the roles
+        do not allow writing there."""
         axes = ([self.block] if self.block is not None else []) + self.m + self.n
         others = [a for a in range(into.ndim) if a not in axes]
         if (
@@ -873,24 +888,271 @@ class _BlockPlan:
             or any(into.shape[a] != 1 for a in others)
             or any(into.shape[a] != self.length(a) for a in axes)
         ):
-            return False
+            return None
+        dst = into.transpose(axes + others)[(Ellipsis, *(0,) * len(others))]
+        return dst if self.block is not None else dst[None]
+
+    def run(self, arrays: Arrays) -> np.ndarray:
         dtype = self.dtype
         big = np.asarray(arrays[self.big[0]], dtype=dtype)
         small = np.asarray(arrays[self.small[0]], dtype=dtype)
-        flat, fill = self._fill(big)
-        sm = self._small_matrix(small)
+        buffer = np.empty(self.buffer, dtype=dtype)
+        if self.out_windows:
+            self._run_out_windows(big, small, buffer)
+        else:
+            sm = self._small_matrix(small)
+
+            def make_worker():  # each thread copies into its own buffer, then multiplies
+                flat, fill = self._fill(big)
+
+                def work(b: int) -> None:
+                    fill(b)
+                    np.matmul(sm, flat, out=buffer[b])
+
+                return work
+
+            run_blocks(self.nb, make_worker, flops=self.flops // self.nb)
+        if self.scale != 1:
+            buffer *= self.scale
+        return as_strided(buffer, self.result_shape, self.result_strides)
+
+    def _run_out_windows(self, big: np.ndarray, small: np.ndarray, buffer: np.ndarray) -> None:
+        """The weight gradient: per block ``cols`` times the small block's transpose, into the
+        block's own output slice, or added up over a summed block axis."""
+        axes = ([self.block] if self.block is not None else []) + self.m + self.k
+        other = _view(small, self.small[2], {}, axes, self._lengths(axes))
+        if self.block is None:
+            other = other[None]
+        shape = (self.mt, self.kt)
+
+        def make_product():
+            flat, fill = self._fill(big)
+
+            def product(b: int, into: np.ndarray) -> None:
+                fill(b)
+                np.matmul(flat, other[b].reshape(shape).T, out=into)  # a copy only if it must be
+
+            return product
+
+        if not self.block_out:
+            sum_over_blocks(self.nb, buffer[0], make_product, flops=self.flops // self.nb)
+            return
+
+        def make_worker():  # each block's product is its own output slice
+            product = make_product()
+            return lambda b: product(b, buffer[b])
+
+        run_blocks(self.nb, make_worker, flops=self.flops // self.nb)
+
+    def run_into(self, arrays: Arrays, into: np.ndarray) -> bool:
+        """Write the result into ``into`` (the output axes only, any strides: a residue
+        class's slice of the whole output) block by block, through a product-sized buffer
+        that stays in cache; False (nothing written) where the roles do not allow it."""
+        dst = self.destination(into)
+        if dst is None:
+            return False
+        dtype = self.dtype
+        big = np.asarray(arrays[self.big[0]], dtype=dtype)
+        sm = self._small_matrix(np.asarray(arrays[self.small[0]], dtype=dtype))
         if self.scale != 1:
             sm = sm * self.scale
-        dst = into.transpose(axes + others)[(Ellipsis, *(0,) * len(others))]
-        if self.block is None:
-            dst = dst[None]
-        tmp = np.empty((self.mt, self.nt), dtype=dtype)
         shape = self._lengths(self.m + self.n)
-        for b in range(self.nb):
-            fill(b)
-            np.matmul(sm, flat, out=tmp)
-            dst[b] = tmp.reshape(shape)
+
+        def make_worker():
+            flat, fill = self._fill(big)
+            tmp = np.empty((self.mt, self.nt), dtype=dtype)
+
+            def work(b: int) -> None:
+                fill(b)
+                np.matmul(sm, flat, out=tmp)
+                dst[b] = tmp.reshape(shape)
+
+            return work
+
+        run_blocks(self.nb, make_worker, flops=self.flops // self.nb)
         return True
+
+
+def _term_copies(big: np.ndarray, terms: list) -> tuple[np.ndarray, Callable[[int], None]]:
+    """A ``cols`` buffer of one slot per ``(plan, term)`` and ``fill(b)``, which copies every
+    term's view of block ``b`` into its slot. The buffer is zero-filled once where some term's
+    box leaves positions unwritten: those zeros are the padding."""
+    first = terms[0][0]
+    full = all(
+        p.boxes[s] is not None and all(p.boxes[s][a] == (0, p.length(a)) for a in p.inner)
+        for p, s in terms
+    )
+    make = np.empty if full else np.zeros
+    cols = make((len(terms), *first._lengths(first.inner)), dtype=first.dtype)
+    # cols[slot, ...] stays a view even when the terms have no inner axes (cols[slot] would
+    # then be a scalar copy)
+    copies = [p._copy_of(big, s, cols[slot, ...]) for slot, (p, s) in enumerate(terms)]
+    copies = [c for c in copies if c is not None]
+
+    def fill(b: int) -> None:
+        for src, dst in copies:
+            dst[...] = src[b]
+
+    return cols, fill
+
+
+def _consecutive_order(sets: list[frozenset], limit: int = 8) -> list | None:
+    """An order of the union of ``sets`` in which every set is a contiguous run, or None.
+
+    Elements that lie in the same sets are interchangeable, so only the order of those groups
+    is searched (at most ``limit`` groups, every permutation)."""
+    groups: dict[tuple, list] = {}
+    for e in sorted(set().union(*sets), key=repr):
+        groups.setdefault(tuple(e in st for st in sets), []).append(e)
+    if len(groups) > limit:
+        return None
+    for perm in itertools.permutations(groups):
+        order = [e for g in perm for e in groups[g]]
+        where = {e: i for i, e in enumerate(order)}
+        if all(max(where[e] for e in st) - min(where[e] for e in st) + 1 == len(st) for st in sets):
+            return order
+    return None
+
+
+def plan_classes(
+    parts: list[tuple[Callable, tuple]], out_shape: tuple[int, ...]
+) -> tuple[Callable, list[int]] | None:
+    """The residue classes of a strided input gradient, evaluated together per block.
+
+    ``parts`` are ``(plan, output slices)`` of the classes, ``out_shape`` the whole output's
+    shape. A stride-2 convolution's input
+    gradient splits into four classes whose nine window terms read only four distinct shifted
+    views of ``dy``. Where every class is a block plan over the same blocks and operands, and
+    the distinct views can be ordered so that each class's are consecutive, one buffer of the
+    distinct views is filled per block (4 copies instead of 9) and each class makes its product
+    with its run of rows, writing its slice of the output. One block loop does every class of
+    a block, so the block's part of the output, which the classes interleave, stays in one
+    cache. Terms of a class that read the same view add their weights. Classes that are not
+    block plans (one that reads nothing, or reads ``dy`` in place) are left to the caller.
+
+    Returns:
+        ``(write, taken)``: ``write(arrays, out)`` fills the slices of ``out`` of the parts at
+        the indices ``taken``; None where fewer than two classes fit together (the caller
+        evaluates them one by one).
+    """
+    taken = [
+        i
+        for i, (plan, _) in enumerate(parts)
+        if isinstance(getattr(plan, "__self__", None), _BlockPlan)
+    ]
+    parts = [parts[i] for i in taken]
+    owners = [plan.__self__ for plan, _ in parts]
+    if len(owners) < 2:
+        return None
+    first = owners[0]
+
+    def same(o: _BlockPlan) -> bool:
+        return (
+            not o.out_windows
+            and (o.big[0], o.small[0], o.nb, o.mt, o.kt, o.dtype)
+            == (first.big[0], first.small[0], first.nb, first.mt, first.kt, first.dtype)
+            and (o.block is None) == (first.block is None)
+            and o._lengths(o.inner) == first._lengths(first.inner)
+            and o._lengths(o.m + o.n) == first._lengths(first.m + first.n)
+        )
+
+    # the destination check needs only shapes: a zero-strided stand-in for the output
+    stand_in = np.broadcast_to(np.empty((), dtype=first.dtype), out_shape)
+    fits = [
+        same(o) and o.destination(stand_in[sl]) is not None
+        for o, (_, sl) in zip(owners, parts, strict=True)
+    ]
+    if not all(fits):
+        return None
+    keys = [[o.view_key(s) for s in range(o.t)] for o in owners]
+    sets = [frozenset(k for k in ks if k is not None) for ks in keys]
+    if not all(sets) or len(set().union(*sets)) >= sum(len(ks) for ks in keys):
+        return None  # a class reading only padding, or nothing shared: keep them apart
+    order = _consecutive_order(sets)
+    if order is None:
+        return None
+    slot = {k: i for i, k in enumerate(order)}
+    # one representative (plan, term) per distinct view
+    rep = {}
+    for o, ks in zip(owners, keys, strict=True):
+        for s, k in enumerate(ks):
+            if k is not None:
+                rep.setdefault(k, (o, s))
+    runs = [(min(slot[k] for k in st), max(slot[k] for k in st) + 1) for st in sets]
+    mt, kt, nt = first.mt, first.kt, first.nt
+    flops = sum(2 * mt * nt * kt * (hi - lo) for lo, hi in runs)
+
+    def write(arrays: Arrays, out: np.ndarray) -> None:
+        dtype = first.dtype
+        big = np.asarray(arrays[first.big[0]], dtype=dtype)
+        small = np.asarray(arrays[first.small[0]], dtype=dtype)
+        classes = []
+        for o, ks, (lo, hi), (_, slices) in zip(owners, keys, runs, parts, strict=True):
+            # the class's weights in the order of its run of views, terms of one view added
+            full = o._small_matrix(small).reshape(mt, o.t, kt)
+            sm = np.zeros((mt, hi - lo, kt), dtype=dtype)
+            for s, k in enumerate(ks):
+                if k is not None:
+                    sm[:, slot[k] - lo] += full[:, s]
+            sm = sm.reshape(mt, (hi - lo) * kt) * o.scale
+            classes.append((sm, lo * kt, hi * kt, o.destination(out[slices])))
+        shape = first._lengths(first.m + first.n)
+
+        def make_worker():
+            cols, fill = _term_copies(big, [rep[k] for k in order])
+            flat = cols.reshape(len(order) * kt, nt)
+            tmp = np.empty((mt, nt), dtype=dtype)
+
+            def work(b: int) -> None:
+                fill(b)
+                for sm, r0, r1, dst in classes:
+                    np.matmul(sm, flat[r0:r1], out=tmp)
+                    dst[b] = tmp.reshape(shape)
+
+            return work
+
+        run_blocks(first.nb, make_worker, flops=flops)
+
+    return write, taken
+
+
+def sum_over_blocks(
+    count: int,
+    out: np.ndarray,
+    make_product: Callable[[], Callable[[int, np.ndarray], None]],
+    flops: int = 0,
+) -> None:
+    """``out[...] = Σ_{i < count} product_i``, the blocks spread over threads.
+
+    ``make_product()`` builds one thread's ``product(i, into)``, which writes block ``i``'s
+    product into ``into`` (an array of ``out``'s shape). Each group of consecutive blocks sums
+    into a slot of its own and the slots are then added in order, so the result does not depend
+    on which thread took which group, nor on how many threads there are. The slots take at most
+    :data:`_SCRATCH` elements (fewer, larger groups for a large ``out``). ``flops`` is the
+    arithmetic of one block's product (see :func:`~tadiff.parallel.run_blocks`).
+    """
+    per = -(-count // max(1, min(count, _SCRATCH // max(out.size, 1))))
+    groups = -(-count // per)
+    slots = out[None] if groups == 1 else np.empty((groups, *out.shape), dtype=out.dtype)
+
+    def make_worker():
+        product = make_product()
+        tmp = np.empty(out.shape, dtype=out.dtype) if per > 1 else None
+
+        def work(g: int) -> None:
+            first = g * per
+            product(first, slots[g])
+            for i in range(first + 1, min(count, first + per)):
+                product(i, tmp)
+                slots[g] += tmp
+
+        return work
+
+    run_blocks(groups, make_worker, flops=flops * per)
+    if groups > 1:
+        np.add(slots[0], slots[1], out=out)
+        for slot in slots[2:]:
+            out += slot
 
 
 def write_into(plan: Callable, arrays: Arrays, into: np.ndarray) -> bool:

@@ -42,7 +42,12 @@ from math import gcd, lcm
 import numpy as np
 
 from tadiff.index.compile._affine import integer_form
-from tadiff.index.compile._window_gemm import describe, plan_window_gemm, write_into
+from tadiff.index.compile._window_gemm import (
+    describe,
+    plan_classes,
+    plan_window_gemm,
+    write_into,
+)
 from tadiff.index.expr import (
     Access,
     Affine,
@@ -707,11 +712,23 @@ def lower_numpy(
             parts.append((slices, sub_shape, root, id(root) in planner.fresh))
         notes += [n for n in planner.notes if n not in notes]
     n_out = len(out_shape)
+    # residue classes that share their window views run as one plan (see plan_classes)
+    shared, together = None, set()
+    if len(parts) > 1:
+        fresh = [i for i, part in enumerate(parts) if part[3]]
+        found = plan_classes([(parts[i][2], parts[i][0]) for i in fresh], out_shape)
+        if found is not None:
+            shared, taken = found
+            together = {fresh[i] for i in taken}
+            notes.append("residue classes share their window views")
+    rest = [part for i, part in enumerate(parts) if i not in together]
 
     def run(arrays: Arrays) -> np.ndarray:
         out = np.empty(out_shape, dtype=dtype) if len(parts) > 1 else None
         with np.errstate(all="ignore"):
-            for slices, sub_shape, root, fresh in parts:
+            if shared is not None:
+                shared(arrays, out)
+            for slices, sub_shape, root, fresh in rest:
                 # a residue class's window product writes its slice block by block
                 if out is not None and fresh and write_into(root, arrays, out[slices]):
                     continue
