@@ -41,18 +41,17 @@ _BLOCKS = "copied per block"
 
 
 def _many_threads(monkeypatch) -> None:
-    """Every block loop on two threads (none too small), stacked blocks in 16-column chunks:
-    at these sizes the threads would otherwise never run. Where NumPy's BLAS offers no threads
-    of its own, the loops stay serial and the same checks run again."""
+    """Every block loop on two threads, none too small: at these sizes the threads would
+    otherwise never run. Where NumPy's BLAS offers no threads of its own, the loops stay
+    serial and the same checks run again."""
     monkeypatch.setattr(parallel, "_MIN_BLOCK_FLOPS", 0)
     monkeypatch.setattr(parallel, "_requested", 2)
-    monkeypatch.setattr(_window_gemm, "_CHUNK_BYTES", 1)
 
 
-@pytest.fixture(params=["chosen", "blocks", "views", "blocks threads", "views threads"])
+@pytest.fixture(params=["chosen", "blocks", "views", "blocks threads"])
 def path(request, monkeypatch):
-    """Which plan evaluates window products: the cost rule's choice, or each one forced, in
-    one thread or on two."""
+    """Which plan evaluates window products: the cost rule's choice, or each one forced; the
+    block copies also with their block loops on two threads (the views plan has none)."""
     if request.param.startswith("blocks"):
         monkeypatch.setattr(_window_gemm, "_copies_whole", lambda plan: True)
     elif request.param.startswith("views"):

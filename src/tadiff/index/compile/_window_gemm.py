@@ -67,7 +67,7 @@ from math import gcd
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from tadiff.parallel import run_blocks, threads_for
+from tadiff.parallel import run_blocks
 
 Arrays = Mapping[str, np.ndarray]
 Form = tuple[dict[int, int], int]  # one index dimension: {axis: coefficient}, constant
@@ -84,8 +84,6 @@ costs more than im2col's one copy (a batch of 512 single-channel 12x12 images: 1
 _BLOCKS = True
 _SCRATCH = 1 << 23
 """Elements of a temporary product over looped sum axes, or of a stacked block, at most."""
-_CHUNK_BYTES = 1 << 20
-"""A stacked block is copied and multiplied in chunks of positions of at most this size."""
 
 
 class _Operand:
@@ -582,71 +580,34 @@ class _Plan:
             else:
                 small = np.concatenate([m[1].reshape(m[1].shape[-2:]) for m in mats], axis=0)
             width = dest.shape[-1] if big == 1 else dest.shape[-2]
-            flops = 2 * small.size * width
-            chunk = width
-            if self.n_out and threads_for(dest.shape[0], flops) > 1:
-                # each thread's stacked block in chunks of positions that fit in its core's
-                # cache: whole, a stride-1 conv2d's is 7 MB, and two threads streaming such
-                # buffers ran up to 2.5x slower. In one thread whole blocks are faster (its
-                # products use every core, and chunks only add calls).
-                rows = n_terms * self.k_span
-                chunk = max(16, _CHUNK_BYTES // (rows * self.dtype.itemsize) // 16 * 16)
-                chunk = min(chunk, width)
-
-            def make_worker(mats=mats, small=small, dest=dest, width=width, chunk=chunk):
-                cols = np.empty((len(mats), self.k_span, chunk), dtype=self.dtype)
-                flat = cols.reshape(-1, chunk)
-
-                def work(t: int | None) -> None:
-                    out = dest if t is None else dest[t]
-                    for c0 in range(0, width, chunk):
-                        c1 = min(width, c0 + chunk)
-                        part = cols[..., : c1 - c0]
-                        for s, m in enumerate(mats):
-                            view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
-                            if big == 1:
-                                part[s] = view[..., c0:c1]
-                            else:
-                                part[s] = view[..., c0:c1, :].swapaxes(-1, -2)
-                        if big == 1:
-                            np.matmul(small, flat[:, : c1 - c0], out=out[..., c0:c1])
-                        else:
-                            np.matmul(flat[:, : c1 - c0].T, small, out=out[..., c0:c1, :])
-
-                return work
-
-            if self.n_out:
-                run_blocks(dest.shape[0], make_worker, flops=flops)
-            else:
-                make_worker()(None)
+            cols = np.empty((n_terms, self.k_span, width), dtype=self.dtype)
+            flat = cols.reshape(n_terms * self.k_span, width)
+            for t in range(dest.shape[0]) if self.n_out else [None]:
+                for s, m in enumerate(mats):
+                    view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
+                    cols[s] = view if big == 1 else view.T
+                out = dest if t is None else dest[t]
+                if big == 1:
+                    np.matmul(small, flat, out=out)
+                else:
+                    np.matmul(flat.T, small, out=out)
 
     def _run_stacked_out(self, flats, buffer) -> None:
         big, n_terms = self.out_big, len(self.terms)
         mats = [self._matrices(flats, offsets[0]) for _, offsets in self.terms]
         other = mats[0][1 - big]
         width = self.spans[big]
-        count = other.shape[0] if self.n_k else 1
+        cols = np.empty((n_terms, width, self.k_span), dtype=self.dtype)
+        flat = cols.reshape(n_terms * width, self.k_span)
+        total = None
+        for t in range(other.shape[0]) if self.n_k else [None]:
+            for s, m in enumerate(mats):
+                view = m[big] if t is None else m[big][min(t, m[big].shape[0] - 1)]
+                cols[s] = view if big == 0 else view.T
+            rest = other if t is None else other[min(t, other.shape[0] - 1)]
+            part = np.matmul(flat, rest) if big == 0 else np.matmul(rest, flat.T)
+            total = part if total is None else np.add(total, part, out=total)
         m, n = self.spans
-        total = np.empty((n_terms * width, n) if big == 0 else (m, n_terms * width), self.dtype)
-
-        def make_product():
-            stack = np.empty((n_terms, width, self.k_span), dtype=self.dtype)
-            flat = stack.reshape(n_terms * width, self.k_span)
-
-            def product(t: int, into: np.ndarray) -> None:
-                for s, mat in enumerate(mats):
-                    view = mat[big] if not self.n_k else mat[big][min(t, mat[big].shape[0] - 1)]
-                    stack[s] = view if big == 0 else view.T
-                rest = other if not self.n_k else other[min(t, other.shape[0] - 1)]
-                if big == 0:
-                    np.matmul(flat, rest, out=into)
-                else:
-                    np.matmul(rest, flat.T, out=into)
-
-            return product
-
-        flops = 2 * n_terms * width * self.k_span * (n if big == 0 else m)
-        sum_over_blocks(count, total, make_product, flops=flops)
         if big == 0:  # (windows * rows, columns)
             buffer[...] = total.reshape(buffer.shape)
         else:  # (rows, windows * columns)
