@@ -46,6 +46,14 @@ the image, ``i`` over a 3-wide window).
   intermediate to the caller. :func:`_copies_whole` picks it where the views plan would make
   such a whole-array copy; otherwise the views plan stays (a stride-1 forward reads its views
   with no copy at all, a stride-2 dilation-2 forward splits off one phase, a quarter of ``x``).
+* **Shared residue classes.** A strided input gradient's classes read overlapping shifted
+  views of ``dy`` (stride 2, 3x3: nine terms, four views). :func:`plan_classes` copies each
+  distinct view once per block and lets every class multiply its consecutive run of them.
+* **Threads.** The block plans' loops over batch elements, and the shared classes', run on
+  OpenBLAS's threads (:func:`tadiff.parallel.run_blocks`): a thread copies a block into its
+  own buffer and multiplies it with one BLAS thread. Sums over blocks (weight gradients) go
+  through :func:`sum_over_blocks`, in block order whichever thread took a block. The views
+  plan's loops stay in one thread (their buffers outgrow a core's cache).
 
 Example (a 2-D convolution's forward: one product per batch element, no im2col of ``x``):
     >>> import numpy as np
