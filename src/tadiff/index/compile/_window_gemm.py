@@ -69,6 +69,7 @@ Example (a 2-D convolution's forward: one product per batch element, no im2col o
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from math import gcd
 
@@ -989,15 +990,15 @@ def plan_classes(
     """The residue classes of a strided input gradient, evaluated together per block.
 
     ``parts`` are ``(plan, output slices)`` of the classes, ``out_shape`` the whole output's
-    shape. A stride-2 convolution's input
-    gradient splits into four classes whose nine window terms read only four distinct shifted
-    views of ``dy``. Where every class is a block plan over the same blocks and operands, and
-    the distinct views can be ordered so that each class's are consecutive, one buffer of the
-    distinct views is filled per block (4 copies instead of 9) and each class makes its product
-    with its run of rows, writing its slice of the output. One block loop does every class of
-    a block, so the block's part of the output, which the classes interleave, stays in one
-    cache. Terms of a class that read the same view add their weights. Classes that are not
-    block plans (one that reads nothing, or reads ``dy`` in place) are left to the caller.
+    shape. A stride-2 convolution's input gradient splits into four classes whose nine window
+    terms read only four distinct shifted views of ``dy``. Where the classes are block plans
+    over the same blocks and operands, and the distinct views can be ordered so that each
+    class's are consecutive, one buffer of the distinct views is filled per block (4 copies
+    instead of 9) and each class makes its product with its run of rows, writing its slice of
+    the output. One block loop does every class of a block, so the block's part of the output,
+    which the classes interleave, stays in one cache. Terms of a class that read the same view
+    add their weights. Parts that are not block plans (a class read in place) are left to the
+    caller; a class whose terms read only padding keeps every class apart.
 
     Returns:
         ``(write, taken)``: ``write(arrays, out)`` fills the slices of ``out`` of the parts at
@@ -1089,14 +1090,15 @@ def sum_over_blocks(
     count: int,
     out: np.ndarray,
     make_product: Callable[[], Callable[[int, np.ndarray], None]],
-    flops: int = 0,
+    flops: float = math.inf,
 ) -> None:
     """``out[...] = Σ_{i < count} product_i``, the blocks spread over threads.
 
     ``make_product()`` builds one thread's ``product(i, into)``, which writes block ``i``'s
     product into ``into`` (an array of ``out``'s shape). Each group of consecutive blocks sums
-    into a slot of its own and the slots are then added in order, so the result does not depend
-    on which thread took which group, nor on how many threads there are. The slots take at most
+    into a slot of its own and the slots are then added in order: the order of the additions
+    does not depend on which thread took which group, nor on how many threads there are (the
+    products' own rounding can, where BLAS splits them differently). The slots take at most
     :data:`_SCRATCH` elements (fewer, larger groups for a large ``out``). ``flops`` is the
     arithmetic of one block's product (see :func:`~tadiff.parallel.run_blocks`).
     """

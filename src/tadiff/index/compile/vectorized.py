@@ -715,11 +715,11 @@ def lower_numpy(
     # residue classes that share their window views run as one plan (see plan_classes)
     shared, together = None, set()
     if len(parts) > 1:
-        fresh = [i for i, part in enumerate(parts) if part[3]]
-        found = plan_classes([(parts[i][2], parts[i][0]) for i in fresh], out_shape)
+        fresh_parts = [i for i, part in enumerate(parts) if part[3]]
+        found = plan_classes([(parts[i][2], parts[i][0]) for i in fresh_parts], out_shape)
         if found is not None:
             shared, taken = found
-            together = {fresh[i] for i in taken}
+            together = {fresh_parts[i] for i in taken}
             notes.append("residue classes share their window views")
     rest = [part for i, part in enumerate(parts) if i not in together]
 
