@@ -12,6 +12,9 @@ CPU):
       parameterisation: same number of reflectors, same cost class);
     - the dense ``U @ X`` matmul with a ready-made ``d × d`` matrix, as the floor (NumPy and torch;
       its forward+backward is the torch autograd of the matmul, gradients wrt ``U`` and ``X``).
+* FastH (torch) against the dense matmul head to head, for d ≥ 256: the two alone, alternating
+  bursts for 15 rounds, the median of the per-round ratios and their range (the goal's "within
+  4×", free of the state the other methods leave behind);
 * the block-size trade-off (paper section 3.2) at d = 512;
 * where one FastH forward+backward spends its time at d = 512, phase by phase (block build, the
   two sweeps, the batched vector gradients), with GFLOP/s against the dense matmul's GEMMs.
@@ -19,8 +22,9 @@ CPU):
 Times are medians over repeats (at least 3, more for fast cases, a fixed time budget per cell).
 BLAS/torch threads default to 1 because the CPU is shared; pass ``--threads 2`` to use both cores.
 Usage: ``python benchmarks/householder.py [--threads N] [--dims 64,128,...] [--m 32]
-[--dtype float32] [--no-sweep] [--no-breakdown] [--device cuda]`` (on a GPU only the torch columns
-are measured).
+[--dtype float32] [--no-sweep] [--no-breakdown] [--no-head-to-head] [--device cuda]`` (on a GPU
+only the torch columns are measured). Combine several saved runs with
+``benchmarks/median_of_runs.py``.
 """
 
 from __future__ import annotations
@@ -112,10 +116,10 @@ def _numpy_cases(V, X, G, U):
     }
 
 
-def _torch_cases(V, X, G, U, A, tau):
+def _torch_cases(V, X, G, U, A=None, tau=None):
+    """FastH, sequential, dense and (given ``A``, ``tau``) householder_product cases."""
     Vg, Xg = V.clone().requires_grad_(True), X.clone().requires_grad_(True)
     Ug = U.clone().requires_grad_(True)
-    Ag, taug = A.clone().requires_grad_(True), tau.clone().requires_grad_(True)
 
     def fwd(f):
         def run():
@@ -142,12 +146,15 @@ def _torch_cases(V, X, G, U, A, tau):
     def dense():
         return Ug @ Xg
 
-    return {
+    cases = {
         "fasth": (fwd(fasth), fwd_bwd(fasth, (Vg, Xg))),
         "seq": (fwd(seq), fwd_bwd(seq, (Vg, Xg))),
-        "hhprod": (fwd(hhprod), fwd_bwd(hhprod, (Ag, taug, Xg))),
         "dense": (fwd(dense), fwd_bwd(dense, (Ug, Xg))),
     }
+    if A is not None:
+        Ag, taug = A.clone().requires_grad_(True), tau.clone().requires_grad_(True)
+        cases["hhprod"] = (fwd(hhprod), fwd_bwd(hhprod, (Ag, taug, Xg)))
+    return cases
 
 
 def _fmt(t):
@@ -228,6 +235,57 @@ def print_tables(dims, r):
         "\nNumPy dense `U @ X` floor (ms):",
         ", ".join(f"d={d}: {_fmt(g(d, 'np', 'dense', 'fwd'))}" for d in dims),
     )
+
+
+def _paired_ratios(fa, fb, rounds=15, burst_s=0.03):
+    """Per-round time ratio of ``fa`` to ``fb``, alternating bursts of each (a head-to-head A/B).
+
+    Returns ``(median ms of fa, median ms of fb, per-round ratios)``. Only the two compared
+    functions run, so the ratio is free of the heap and cache state that the other methods of
+    the main table leave behind; each round's pair shares one spell of machine load.
+    """
+    sync = _SYNC[0]
+    plan = []
+    for fn in (fa, fb):
+        fn()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        plan.append((fn, max(1, int(burst_s / max(time.perf_counter() - t0, 1e-6)))))
+    ta, tb = [], []
+    for _ in range(rounds):
+        for (fn, calls), out in zip(plan, (ta, tb), strict=True):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            out.append((time.perf_counter() - t0) / calls)
+    ratios = [a / b for a, b in zip(ta, tb, strict=True)]
+    return 1e3 * float(np.median(ta)), 1e3 * float(np.median(tb)), ratios
+
+
+def head_to_head(dims, dtype, device="cpu"):
+    """FastH (torch) against the dense matmul alone, per-round ratios: the goal's "within 4×"."""
+    print(
+        f"\n**FastH against the dense matmul, head to head** (torch, m = {M}; alternating "
+        "bursts of the two only, 15 rounds; ratio = median of the per-round ratios, with their "
+        "range)\n"
+    )
+    print("| d | mode | FastH ms | dense ms | FastH/dense | range over rounds |")
+    print("|---:|---|---:|---:|---:|---|")
+    rng = np.random.default_rng(3)
+    for d in dims:
+        arrays = [rng.standard_normal(s).astype(dtype) for s in ((d, d), (d, M), (d, M))]
+        V, X, G = (torch.from_numpy(a).to(device) for a in arrays)
+        U = torch.from_numpy(hh.householder_product(arrays[0])).to(device)
+        cases = _torch_cases(V, X, G, U)
+        for i, mode in enumerate(("fwd", "fwd+bwd")):
+            tf, td, ratios = _paired_ratios(cases["fasth"][i], cases["dense"][i])
+            print(
+                f"| {d} | {mode} | {_fmt(tf)} | {_fmt(td)} | {float(np.median(ratios)):.2f}× "
+                f"| {min(ratios):.2f}–{max(ratios):.2f}× |"
+            )
 
 
 def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
@@ -351,6 +409,9 @@ def main():
     parser.add_argument(
         "--no-breakdown", action="store_true", help="skip the per-phase time breakdown"
     )
+    parser.add_argument(
+        "--no-head-to-head", action="store_true", help="skip the FastH-vs-dense A/B table"
+    )
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
     args = parser.parse_args()
     M = args.m
@@ -366,6 +427,8 @@ def main():
     load = os.getloadavg()[0]
     results = run_table(dims, args.dtype, args.device)
     print_tables(dims, results)
+    if not args.no_head_to_head:
+        head_to_head([d for d in dims if d >= 256], args.dtype, args.device)
     if not args.no_sweep and args.device == "cpu":
         block_sweep(512 if 512 in dims else dims[-1], args.dtype)
     if not args.no_breakdown and args.device == "cpu":
