@@ -17,7 +17,9 @@ CPU):
   4×", free of the state the other methods leave behind);
 * the block-size trade-off (paper section 3.2) at d = 512;
 * where one FastH forward+backward spends its time at d = 512, phase by phase (block build, the
-  two sweeps, the batched vector gradients), with GFLOP/s against the dense matmul's GEMMs.
+  two sweeps, the batched vector gradients), with GFLOP/s against the dense matmul's GEMMs, and
+  the floor: the same GEMM calls in torch on buffers allocated once, with no Python between
+  them.
 
 Times are medians over repeats (at least 3, more for fast cases, a fixed time budget per cell).
 BLAS/torch threads default to 1 because the CPU is shared; pass ``--threads 2`` to use both cores.
@@ -315,6 +317,47 @@ def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
         print(f"| {b} | {_fmt(tn)} | {_fmt(tt)} |")
 
 
+def _torch_gemm_floor(V, X, G, b):
+    """The GEMM calls of one FastH forward+backward in torch, with nothing else around them.
+
+    Every buffer is allocated once and reused, the per-block views are made once, and there is
+    no zero-row check, padding or Python between the calls beyond the loops (``d`` must be a
+    multiple of ``b``). What this takes is what the vendor GEMMs alone cost in the shapes FastH
+    needs: a floor for any rearrangement of library calls.
+    """
+    d, n = int(V.shape[1]), int(X.shape[1])
+    nb = d // b
+    Vb = V.reshape(nb, b, d)
+    eye, upper = torch.eye(b, dtype=V.dtype), torch.ones(b, b, dtype=torch.bool).triu_()
+    T, E, gV = torch.empty(nb, b, b), torch.empty(nb, b, b), torch.empty(nb, b, d)
+    As, Gs = torch.empty(nb, d, n), torch.empty(nb, d, n)
+    Ks, Qs = torch.empty(nb, b, n), torch.empty(nb, b, n)
+    W, out, gX = torch.empty(b, n), torch.empty(d, n), torch.empty(d, n)
+    Vl, VTl = Vb.unbind(0), Vb.mT.unbind(0)
+    Al, Gl, Kl, Ql = (a.unbind(0) for a in (As, Gs, Ks, Qs))
+
+    def run():
+        torch.bmm(Vb, Vb.mT, out=T)
+        T.diagonal(dim1=1, dim2=2).mul_(0.5)
+        Ti = torch.linalg.solve_triangular(T, eye, upper=True)
+        Til, TiTl = Ti.unbind(0), Ti.mT.unbind(0)
+        Al[-1].copy_(X)
+        for j in range(nb - 1, -1, -1):
+            torch.mm(Vl[j], Al[j], out=W)
+            torch.mm(Til[j], W, out=Kl[j])
+            torch.addmm(Al[j], VTl[j], Kl[j], alpha=-1, out=Al[j - 1] if j else out)
+        Gl[0].copy_(G)
+        for j in range(nb):
+            torch.mm(Vl[j], Gl[j], out=W)
+            torch.mm(TiTl[j], W, out=Ql[j])
+            torch.addmm(Gl[j], VTl[j], Ql[j], alpha=-1, out=Gl[j + 1] if j + 1 < nb else gX)
+        torch.bmm(Qs, Ks.mT, out=E)
+        torch.bmm(torch.where(upper, E, E.mT), Vb, out=gV)
+        gV.baddbmm_(Ks, Gs.mT, alpha=-1).baddbmm_(Qs, As.mT, alpha=-1)
+
+    return run
+
+
 def breakdown(d, dtype, reps=15):
     """Where one FastH forward+backward spends its time at dimension d (k = d, default b).
 
@@ -341,11 +384,12 @@ def breakdown(d, dtype, reps=15):
     print("| phase | NumPy ms | share | GFLOP/s | torch ms | share | GFLOP/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     rows = {n: [] for n in names}
-    totals, dense = [], []
+    totals, dense, floor_t = [], [], []
     for xp, arrays in ((np, (V, X, G, U)), (torch, [torch.from_numpy(a) for a in (V, X, G, U)])):
         Vx, Xx, Gx, Ux = arrays
         acc = {n: [] for n in names}
         dense_t = []
+        floor = _torch_gemm_floor(Vx, Xx, Gx, b) if xp is torch and nb * b == d else None
         for _ in range(reps + 1):
             t0 = time.perf_counter()
             Vb = Vx.reshape(nb, b, d) if nb * b == d else None
@@ -366,6 +410,9 @@ def breakdown(d, dtype, reps=15):
             for n, t in zip(names, phases, strict=True):
                 acc[n].append(t)
             dense_t.append(t6 - t5)
+            if floor is not None:
+                floor()
+                floor_t.append(time.perf_counter() - t6)
         med = {n: 1e3 * float(np.median(v[1:])) for n, v in acc.items()}
         for n in names:
             rows[n].append(med[n])
@@ -392,6 +439,12 @@ def breakdown(d, dtype, reps=15):
             f"{dense_flops / (dense[i] * 1e6):.0f}",
         ]
     print("| dense `U @ X` fwd+bwd: 3 GEMMs, no autograd | " + " | ".join(cells) + " |")
+    if floor_t:
+        t = 1e3 * float(np.median(floor_t[1:]))
+        print(
+            "| floor: the same GEMM calls on buffers allocated once, no Python between them "
+            f"| – | – | – | {_fmt(t)} | {t / dense[1]:.1f}× dense | {flop_total / (t * 1e6):.0f} |"
+        )
     print(
         f"\nFlop ratio FastH/dense: {flop_total / dense_flops:.2f} "
         f"(`12 d² m + 4 d² b` against `6 d² m`); `–`: no flops counted (small or no GEMMs)."
