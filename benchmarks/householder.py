@@ -19,19 +19,24 @@ CPU):
 * where one FastH forward+backward spends its time at d = 512, phase by phase (block build, the
   two sweeps, the batched vector gradients), with GFLOP/s against the dense matmul's GEMMs, and
   the floor: the same GEMM calls in torch on buffers allocated once, with no Python between
-  them.
+  them;
+* an orthogonal RNN for d ∈ [128, 512]: 32 steps of ``h ← tanh(U h + x_t)``, FastH with and
+  without ``householder.cached()`` against torch's ``parametrizations.orthogonal`` (matrix_exp,
+  under ``parametrize.cached()``) and an unconstrained dense ``U``.
 
 Times are medians over repeats (at least 3, more for fast cases, a fixed time budget per cell).
 BLAS/torch threads default to 1 because the CPU is shared; pass ``--threads 2`` to use both cores.
 Usage: ``python benchmarks/householder.py [--threads N] [--dims 64,128,...] [--m 32]
-[--dtype float32] [--no-sweep] [--no-breakdown] [--no-head-to-head] [--device cuda]`` (on a GPU
-only the torch columns are measured). Combine several saved runs with
+[--dtype float32] [--no-sweep] [--no-breakdown] [--no-head-to-head] [--no-rnn] [--device cuda]``
+(on a GPU only the torch columns are measured). Combine several saved runs with
 ``benchmarks/median_of_runs.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import sys
 
@@ -290,6 +295,67 @@ def head_to_head(dims, dtype, device="cpu"):
             )
 
 
+def _rnn_case(step, params, context, h0, xs):
+    """One forward+backward of ``h ← tanh(step(h) + x_t)`` over ``xs``, inside ``context()``."""
+
+    def run():
+        with context():
+            h = h0
+            for x in xs:
+                h = torch.tanh(step(h) + x)
+        torch.autograd.grad(h.square().sum(), params)
+
+    return run
+
+
+def rnn_table(dims, steps=32, device="cpu"):
+    """An orthogonal RNN, ``h ← tanh(U h + x_t)`` for ``steps`` steps (batch m), forward+backward.
+
+    One ``U`` is applied ``steps`` times per forward: FastH rebuilds its blocks at every step
+    unless the loop runs inside ``householder.cached()``. Baselines: torch's
+    ``parametrizations.orthogonal`` (``matrix_exp`` map) inside ``parametrize.cached()``, which
+    forms ``U`` once per forward, and an unconstrained dense ``U`` (the floor).
+    """
+    from torch.nn.utils import parametrizations, parametrize
+
+    print(
+        f"\n**Orthogonal RNN** (torch, {steps} steps of `h ← tanh(U h + x_t)`, batch m = {M}, "
+        "forward+backward wrt U's parameters and h₀; ms)\n"
+    )
+    print(
+        "| d | FastH | FastH, `cached()` | uncached/cached | torch `orthogonal` (matrix_exp), "
+        "`parametrize.cached()` | torch/FastH cached | dense `U` | FastH cached/dense |"
+    )
+    print("|---:" * 8 + "|")
+    for d in dims:
+        torch.manual_seed(0)
+        V = torch.randn(d, d, device=device, requires_grad=True)
+        h0 = torch.randn(d, M, device=device, requires_grad=True)
+        xs = torch.randn(steps, d, M, device=device)
+        lin = parametrizations.orthogonal(torch.nn.Linear(d, d, bias=False, device=device))
+        dense_U = (torch.randn(d, d, device=device) / d**0.5).requires_grad_(True)
+
+        fasth = functools.partial(torch_fasth, V)
+        fns = {
+            "fasth": _rnn_case(fasth, (V, h0), contextlib.nullcontext, h0, xs),
+            "cached": _rnn_case(fasth, (V, h0), hh.cached, h0, xs),
+            "torch": _rnn_case(
+                lambda h, lin=lin: lin.weight @ h,
+                (*lin.parameters(), h0),
+                parametrize.cached,
+                h0,
+                xs,
+            ),
+            "dense": _rnn_case(dense_U.matmul, (dense_U, h0), contextlib.nullcontext, h0, xs),
+        }
+        t = _interleaved_medians_ms(fns, budget_s=0.5)
+        print(
+            f"| {d} | {_fmt(t['fasth'])} | {_fmt(t['cached'])} | {_ratio(t['fasth'], t['cached'])} "
+            f"| {_fmt(t['torch'])} | {_ratio(t['torch'], t['cached'])} | {_fmt(t['dense'])} "
+            f"| {_ratio(t['cached'], t['dense'])} |"
+        )
+
+
 def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
     rng = np.random.default_rng(1)
     V = rng.standard_normal((d, d)).astype(dtype)
@@ -465,6 +531,7 @@ def main():
     parser.add_argument(
         "--no-head-to-head", action="store_true", help="skip the FastH-vs-dense A/B table"
     )
+    parser.add_argument("--no-rnn", action="store_true", help="skip the orthogonal-RNN table")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
     args = parser.parse_args()
     M = args.m
@@ -482,6 +549,8 @@ def main():
     print_tables(dims, results)
     if not args.no_head_to_head:
         head_to_head([d for d in dims if d >= 256], args.dtype, args.device)
+    if not args.no_rnn:
+        rnn_table([d for d in dims if 128 <= d <= 512], device=args.device)
     if not args.no_sweep and args.device == "cpu":
         block_sweep(512 if 512 in dims else dims[-1], args.dtype)
     if not args.no_breakdown and args.device == "cpu":

@@ -30,15 +30,17 @@ on NumPy arrays (tadiff's engine) and on torch tensors (``tadiff.torch``, CPU or
 
 Public names:
     householder_apply, householder_vjp, householder_product, householder_sequential, default_block,
-    autotune_block, orthogonal_forward, orthogonal_inverse.
+    autotune_block, orthogonal_forward, orthogonal_inverse, cached.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -48,6 +50,7 @@ from tadiff.errors import DTypeError, InputError, ShapeError
 
 __all__ = [
     "autotune_block",
+    "cached",
     "default_block",
     "householder_apply",
     "householder_product",
@@ -383,6 +386,81 @@ def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
     return _Blocks(Vb, Tinv, k, views)
 
 
+# ----------------------------------------------------------------------------------------------
+# Reusing the blocks of one V across calls
+# ----------------------------------------------------------------------------------------------
+
+_CACHE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("fasth_cache", default=None)
+
+
+@contextlib.contextmanager
+def cached() -> Iterator[None]:
+    """Build each ``V``'s blocks once for the duration of the context, and reuse them.
+
+    Every FastH call starts by building the blocks of ``V`` (the Gram matrices and triangular
+    inverses: about half of a forward at d = 512, m = 32). When one ``V`` is applied many times
+    with nothing changing it in between — the time steps of an orthogonal RNN, the forward and
+    inverse passes of a flow, several inputs through one ``Orthogonal`` layer — wrap those calls
+    in ``cached()``: the first call with a given ``V`` builds its blocks and the later ones reuse
+    them, forward and backward. Gradients are unchanged (each call still returns its own
+    gradient wrt ``V``; only the forward's block build is skipped). This is the FastH analogue of
+    ``torch.nn.utils.parametrize.cached()``.
+
+    A cached entry is found again only for the same array object, with the same data pointer and,
+    for torch tensors and tadiff Tensors, the same version counter: an in-place update of ``V``
+    inside the context (``optimizer.step()``, ``V.add_(…)``) is noticed and the blocks are
+    rebuilt. NumPy arrays have no version counter: do not modify a NumPy ``V`` in place inside the
+    context. Writes through torch's ``.data`` (which bypass the version counter, as they do for
+    autograd's own checks) are not noticed either. Contexts nest (an inner one shares the outer
+    cache), are per thread, and free their blocks on exit. The ``torch.library`` op
+    (``tadiff.torch.library.householder_apply``, for ``torch.compile``) does not use the cache.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> V, h = rng.standard_normal((8, 8)), rng.standard_normal((8, 2))
+        >>> with cached():
+        ...     for _ in range(3):  # three time steps, one block build
+        ...         h = np.tanh(householder_apply(V, h))
+        >>> h.shape
+        (8, 2)
+    """
+    outer = _CACHE.get()
+    token = _CACHE.set({} if outer is None else outer)
+    try:
+        yield
+    finally:
+        _CACHE.reset(token)
+
+
+def _identity(owner: Any, array: Any) -> tuple:
+    """What must stay the same for the cached blocks of ``owner`` (data ``array``) to be valid."""
+    if hasattr(array, "data_ptr"):  # torch
+        pointer = array.data_ptr()
+    elif isinstance(array, np.ndarray):
+        pointer = array.__array_interface__["data"][0]
+    else:
+        pointer = id(array)
+    return (id(owner), getattr(owner, "_version", None), pointer, tuple(array.shape))
+
+
+def _blocks_of(xp: Any, V: Any, b: int, transpose: bool, owner: Any = None) -> _Blocks:
+    """``_build_blocks`` of ``V`` (rows reversed for ``transpose``), reused inside :func:`cached`.
+
+    ``owner`` is the object whose identity and version key the cache (a tadiff Tensor whose
+    ``.data`` is ``V``); by default ``V`` itself.
+    """
+    cache = _CACHE.get()
+    owner = V if owner is None else owner
+    key = None if cache is None else (*_identity(owner, V), b, transpose)
+    hit = None if cache is None else cache.get(key)
+    if hit is not None and hit[0] is owner:  # the entry keeps owner alive, so ids are not reused
+        return hit[1]
+    blocks = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b)
+    if cache is not None:
+        cache[key] = (owner, blocks)
+    return blocks
+
+
 class _Saved(NamedTuple):
     A: Any  # (nb, d, N) input of every block
     K: Any  # (nb, b, N) T_j⁻¹ V_j A_j
@@ -573,9 +651,7 @@ def householder_apply(V: Any, X: Any, *, block: int | None = None, transpose: bo
             return torch_apply(V, X, block=block, transpose=transpose)
         return _engine_apply(V, X, block=block, transpose=transpose)
     _, d, b = _check_inputs(V, X, block, backward=False)
-    if transpose:
-        V = np.flip(V, 0)
-    Y, _ = _forward(np, _build_blocks(np, V, b), _fold(np, X, d), save=False)
+    Y, _ = _forward(np, _blocks_of(np, V, b, transpose), _fold(np, X, d), save=False)
     return _unfold(np, Y, tuple(X.shape))
 
 
@@ -609,7 +685,7 @@ def householder_vjp(
             f"householder_vjp: grad must have the shape {tuple(X.shape)} and dtype "
             f"{_dtype_name(X)} of X, got {tuple(grad.shape)} {_dtype_name(grad)}"
         )
-    blocks = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b)
+    blocks = _blocks_of(xp, V, b, transpose)
     _, saved = _forward(xp, blocks, _fold(xp, X, d), save=True)
     dV, dX = _backward(xp, blocks, saved, _fold(xp, grad, d), need_v=True)
     if transpose:
@@ -728,7 +804,7 @@ def _engine_function() -> type:
         def forward(ctx, V, X, block, transpose, recording):
             v, x = V.data, X.data
             d = int(v.shape[1])
-            blocks = _build_blocks(np, np.flip(v, 0) if transpose else v, block)
+            blocks = _blocks_of(np, v, block, transpose, owner=V)
             save = ctx.needs_input_grad[0] and recording  # nothing to save under no_grad
             Y, saved = _forward(np, blocks, _fold(np, x, d), save=save)
             ctx.save_for_backward(V, X)  # for create_graph, and in-place-modification checks

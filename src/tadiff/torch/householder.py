@@ -1,5 +1,6 @@
 """FastH for torch tensors: ``householder_apply``, ``householder_product``, ``Orthogonal``,
-``LinearSVD``.
+``LinearSVD``, and ``cached`` (build each ``V``'s blocks once for a loop of calls, e.g. the time
+steps of an orthogonal RNN; see :func:`tadiff.structured.householder.cached`).
 
 The kernels are the ones of :mod:`tadiff.structured.householder`, run on torch tensors (CPU or
 CUDA); this module wraps them in a ``torch.autograd.Function`` whose backward is FastH's blocked
@@ -22,14 +23,15 @@ from tadiff.errors import InputError, ShapeError
 from tadiff.structured.householder import (
     _apply_differentiable,
     _backward,
-    _build_blocks,
+    _blocks_of,
     _check_inputs,
     _fold,
     _forward,
     _unfold,
+    cached,
 )
 
-__all__ = ["LinearSVD", "Orthogonal", "householder_apply", "householder_product"]
+__all__ = ["LinearSVD", "Orthogonal", "cached", "householder_apply", "householder_product"]
 
 
 class _HouseholderApply(torch.autograd.Function):
@@ -42,7 +44,7 @@ class _HouseholderApply(torch.autograd.Function):
     @staticmethod
     def forward(ctx, V, X, block, transpose, recording):
         d = int(V.shape[1])
-        blocks = _build_blocks(torch, V.flip(0) if transpose else V, block)
+        blocks = _blocks_of(torch, V, block, transpose)
         # needs_input_grad is set even under no_grad; saving the block inputs then only costs.
         need_v = ctx.needs_input_grad[0] and recording
         Y, saved = _forward(torch, blocks, _fold(torch, X, d), save=need_v)
