@@ -411,8 +411,10 @@ def cached() -> Iterator[None]:
     inside the context (``optimizer.step()``, ``V.add_(…)``) is noticed and the blocks are
     rebuilt. NumPy arrays have no version counter: do not modify a NumPy ``V`` in place inside the
     context. Writes through torch's ``.data`` (which bypass the version counter, as they do for
-    autograd's own checks) are not noticed either. Contexts nest (an inner one shares the outer
-    cache), are per thread, and free their blocks on exit. The ``torch.library`` op
+    autograd's own checks) are not noticed either. Pass the same object every time: a fresh view
+    or copy of ``V`` per call (``V[:k]``, ``V.float()``) is a new entry, and the context keeps
+    each entry until it ends. Contexts nest (an inner one shares the outer cache), are per
+    thread, and free their blocks on exit. The ``torch.library`` op
     (``tadiff.torch.library.householder_apply``, for ``torch.compile``) does not use the cache.
 
     Example:
