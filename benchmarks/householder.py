@@ -395,10 +395,10 @@ def _torch_gemm_floor(V, X, G, b):
     nb = d // b
     Vb = V.reshape(nb, b, d)
     eye, upper = torch.eye(b, dtype=V.dtype), torch.ones(b, b, dtype=torch.bool).triu_()
-    T, E, gV = torch.empty(nb, b, b), torch.empty(nb, b, b), torch.empty(nb, b, d)
-    As, Gs = torch.empty(nb, d, n), torch.empty(nb, d, n)
-    Ks, Qs = torch.empty(nb, b, n), torch.empty(nb, b, n)
-    W, out, gX = torch.empty(b, n), torch.empty(d, n), torch.empty(d, n)
+    T, E, gV = V.new_empty(nb, b, b), V.new_empty(nb, b, b), V.new_empty(nb, b, d)
+    As, Gs = V.new_empty(nb, d, n), V.new_empty(nb, d, n)
+    Ks, Qs = V.new_empty(nb, b, n), V.new_empty(nb, b, n)
+    W, out, gX = V.new_empty(b, n), V.new_empty(d, n), V.new_empty(d, n)
     Vl, VTl = Vb.unbind(0), Vb.mT.unbind(0)
     Al, Gl, Kl, Ql = (a.unbind(0) for a in (As, Gs, Ks, Qs))
 
@@ -421,6 +421,14 @@ def _torch_gemm_floor(V, X, G, b):
         torch.bmm(torch.where(upper, E, E.mT), Vb, out=gV)
         gV.baddbmm_(Ks, Gs.mT, alpha=-1).baddbmm_(Qs, As.mT, alpha=-1)
 
+    run()  # the floor must compute what FastH computes
+    want_V, want_X = hh.householder_vjp(V, X, G, block=b)
+    scale = float(want_V.abs().max())
+    if not (
+        torch.allclose(gV.reshape(d, d), want_V, rtol=1e-3, atol=1e-4 * scale)
+        and torch.allclose(gX, want_X, rtol=1e-3, atol=1e-4 * float(want_X.abs().max()))
+    ):
+        raise AssertionError("the GEMM floor does not compute FastH's gradients")
     return run
 
 
