@@ -70,8 +70,8 @@ SLOW_LIMIT_S = 2.0  # a method whose single call took longer at d/2 is skipped a
 _SYNC = [lambda: None]  # torch.cuda.synchronize when timing on a GPU
 
 
-def _interleaved_medians_ms(fns, budget_s=0.25, min_reps=3, max_reps=15, burst_s=0.02):
-    """Median time per call of each function, measured in interleaved rounds.
+def _interleaved_times(fns, budget_s=0.25, min_reps=3, max_reps=15, burst_s=0.02):
+    """Seconds per call of each function, one entry per round, measured in interleaved rounds.
 
     Each round runs every function for a short burst of back-to-back calls (warm caches, like a
     training loop), so a spell of load from other processes on the shared CPU inflates all
@@ -96,7 +96,14 @@ def _interleaved_medians_ms(fns, budget_s=0.25, min_reps=3, max_reps=15, burst_s
                     fn()
                 sync()
                 times[key].append((time.perf_counter() - t0) / calls)
-    return {key: 1e3 * float(np.median(ts)) for key, ts in times.items()}
+    return times
+
+
+def _interleaved_medians_ms(fns, **options):
+    """Median ms per call of each function (see :func:`_interleaved_times` for the options)."""
+    return {
+        key: 1e3 * float(np.median(ts)) for key, ts in _interleaved_times(fns, **options).items()
+    }
 
 
 def _numpy_cases(V, X, G, U):
@@ -251,23 +258,10 @@ def _paired_ratios(fa, fb, rounds=15, burst_s=0.03):
     functions run, so the ratio is free of the heap and cache state that the other methods of
     the main table leave behind; each round's pair shares one spell of machine load.
     """
-    sync = _SYNC[0]
-    plan = []
-    for fn in (fa, fb):
-        fn()
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        plan.append((fn, max(1, int(burst_s / max(time.perf_counter() - t0, 1e-6)))))
-    ta, tb = [], []
-    for _ in range(rounds):
-        for (fn, calls), out in zip(plan, (ta, tb), strict=True):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            sync()
-            out.append((time.perf_counter() - t0) / calls)
+    times = _interleaved_times(
+        {"a": fa, "b": fb}, min_reps=rounds, max_reps=rounds, burst_s=burst_s
+    )
+    ta, tb = times["a"], times["b"]
     ratios = [a / b for a, b in zip(ta, tb, strict=True)]
     return 1e3 * float(np.median(ta)), 1e3 * float(np.median(tb)), ratios
 
