@@ -83,8 +83,14 @@ def _check_inputs(
         if not hasattr(a, "shape") or not hasattr(a, "dtype"):
             raise DTypeError(f"householder: {name} must be an array or tensor, got {type(a)!r}")
         if _dtype_name(a) not in _FLOAT_DTYPES:
+            hint = (
+                " (half precision cannot resolve FastH's triangular factors; under torch.autocast"
+                " half-precision inputs are computed in float32)"
+                if _dtype_name(a) in ("float16", "bfloat16")
+                else ""
+            )
             raise DTypeError(
-                f"householder: {name} must be float32 or float64, got dtype {_dtype_name(a)}"
+                f"householder: {name} must be float32 or float64, got dtype {_dtype_name(a)}" + hint
             )
     if namespace(V) is not namespace(X):
         raise DTypeError(

@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from tadiff.errors import InputError, ShapeError
@@ -33,6 +35,50 @@ from tadiff.structured.householder import (
 
 __all__ = ["LinearSVD", "Orthogonal", "cached", "householder_apply", "householder_product"]
 
+_REDUCED_FLOATS = (torch.float16, torch.bfloat16)
+
+
+def autocast_inputs(V, X):
+    """``(V, X)`` as FastH computes them: under ``torch.autocast``, float16/bfloat16 become float32.
+
+    Autocast lowers matmul inputs to half precision, but FastH inverts each block's triangular
+    factor ``T_j`` (``b × b``, entries of size ``‖v‖²``), which 8 to 11 mantissa bits cannot
+    resolve: ``U`` would drift from orthogonal. So, like the precision-sensitive ops that torch's
+    autocast runs in float32, FastH casts half-precision inputs up and returns float32; the next
+    autocast op casts back as usual. float32 and float64 inputs are left alone, and outside
+    autocast nothing is cast (half-precision inputs raise ``DTypeError``).
+
+    Example:
+        >>> V, X = torch.randn(4, 4), torch.randn(4, 2, dtype=torch.bfloat16)
+        >>> with torch.autocast("cpu", dtype=torch.bfloat16):
+        ...     autocast_inputs(V, X)[1].dtype
+        torch.float32
+    """
+    if not isinstance(X, torch.Tensor) or not torch.is_autocast_enabled(X.device.type):
+        return V, X  # (a non-tensor argument is reported by the input checks)
+    return tuple(
+        t.float() if isinstance(t, torch.Tensor) and t.dtype in _REDUCED_FLOATS else t
+        for t in (V, X)
+    )
+
+
+def without_autocast(fn):
+    """Run ``fn`` with ``torch.autocast`` off on the device of its first tensor argument.
+
+    FastH's kernels must see the precision they were given (see :func:`autocast_inputs`), also
+    when a backward is called inside an autocast region, where autocast would lower every GEMM.
+    """
+
+    @functools.wraps(fn)
+    def run(*args):
+        device = next(a.device.type for a in args if isinstance(a, torch.Tensor))
+        if not torch.is_autocast_enabled(device):
+            return fn(*args)
+        with torch.autocast(device, enabled=False):
+            return fn(*args)
+
+    return run
+
 
 class _HouseholderApply(torch.autograd.Function):
     """``U X`` with the FastH backward (Algorithm 2) for first derivatives.
@@ -42,6 +88,7 @@ class _HouseholderApply(torch.autograd.Function):
     """
 
     @staticmethod
+    @without_autocast
     def forward(ctx, V, X, block, transpose, recording):
         d = int(V.shape[1])
         blocks = _blocks_of(torch, V, block, transpose)
@@ -54,6 +101,7 @@ class _HouseholderApply(torch.autograd.Function):
         return _unfold(torch, Y, tuple(X.shape))
 
     @staticmethod
+    @without_autocast
     def backward(ctx, grad):
         V, X = ctx.saved_tensors
         need = ctx.needs_input_grad[:2]
@@ -75,12 +123,14 @@ def householder_apply(V, X, *, block=None, transpose=False):
 
     Args:
         V: (k, d) Householder vectors, one per row (nonzero), float32 or float64.
-        X: (..., d, m) tensor, same dtype and device as ``V``.
+        X: (..., d, m) tensor, same dtype and device as ``V``. Under ``torch.autocast``,
+            float16/bfloat16 inputs are computed in float32 (see :func:`autocast_inputs`).
         block: reflectors per block (``None``: :func:`tadiff.structured.householder.default_block`).
         transpose: compute ``Uᵀ X`` (the inverse).
 
     Returns:
-        (..., d, m) tensor of the dtype of ``X``.
+        (..., d, m) tensor of the dtype of ``X`` (float32 for half-precision inputs under
+        autocast).
 
     Example:
         >>> V = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
@@ -88,8 +138,9 @@ def householder_apply(V, X, *, block=None, transpose=False):
         >>> Y.sum().backward(); V.grad.shape
         torch.Size([4, 4])
     """
+    V, X = autocast_inputs(V, X)
     recording = torch.is_grad_enabled()
-    _, _, b = _check_inputs(V, X, block, backward=recording and V.requires_grad)
+    _, _, b = _check_inputs(V, X, block, backward=recording and getattr(V, "requires_grad", False))
     return _HouseholderApply.apply(V, X, b, bool(transpose), recording)
 
 

@@ -59,6 +59,7 @@ from tadiff.structured.sinkhorn import (
     sinkhorn_forward,
     sinkhorn_vjp,
 )
+from tadiff.torch.householder import autocast_inputs, without_autocast
 
 __all__ = ["householder_apply", "householder_product", "sinkhorn"]
 
@@ -212,6 +213,7 @@ def _is_compiling() -> bool:
 
 
 @torch.library.custom_op("tadiff::householder_apply", mutates_args=())
+@without_autocast
 def _householder_op(V: torch.Tensor, X: torch.Tensor, block: int, transpose: bool) -> torch.Tensor:
     d = int(V.shape[1])
     blocks = _build_blocks(torch, V.flip(0) if transpose else V, block)
@@ -242,6 +244,7 @@ _householder_op.register_autograd(_householder_backward, setup_context=_househol
 
 
 @torch.library.custom_op("tadiff::householder_vjp", mutates_args=())
+@without_autocast
 def _householder_vjp_op(
     V: torch.Tensor, X: torch.Tensor, G: torch.Tensor, block: int, transpose: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -259,6 +262,7 @@ def _householder_vjp_setup(ctx: Any, inputs: tuple, output: Any) -> None:
     ctx.save_for_backward(V, X, G)
 
 
+@without_autocast
 def _householder_vjp_backward(ctx: Any, ggV: Any, ggX: Any) -> tuple:
     """Second order: autograd through the differentiable blocked forward, twice.
 
@@ -318,8 +322,9 @@ def householder_apply(
         >>> bool(torch.allclose(Y @ Y.T, torch.eye(4, dtype=torch.float64)))
         True
     """
+    V, X = autocast_inputs(V, X)
     # the block rule differs when a gradient wrt V will be computed (see default_block)
-    backward = torch.is_grad_enabled() and V.requires_grad
+    backward = torch.is_grad_enabled() and getattr(V, "requires_grad", False)
     _, _, b = _check_inputs(V, X, block, backward=backward)
     return _householder_op(V, X, b, bool(transpose))
 
