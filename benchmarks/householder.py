@@ -350,6 +350,61 @@ def rnn_table(dims, steps=32, device="cpu"):
         )
 
 
+def _grad_of_inner_product(apply):
+    """``(V, X, G) -> ∂⟨apply(V, X), G⟩/∂(V, X)`` by ``torch.func.grad``."""
+    return torch.func.grad(lambda V, X, G: (apply(V, X) * G).sum(), argnums=(0, 1))
+
+
+def _func_cases(d, batch, device):
+    torch.manual_seed(0)
+    V, X, G = (torch.randn(d, n, device=device) for n in (d, M, M))
+    Vg, Xg = V.clone().requires_grad_(True), X.clone().requires_grad_(True)
+    xs, gs = torch.randn(batch, d, 1, device=device), torch.randn(batch, d, 1, device=device)
+    per_sample = torch.func.vmap(_grad_of_inner_product(torch_fasth), in_dims=(None, 0, 0))
+
+    def loop():
+        for x, g in zip(xs, gs, strict=True):
+            torch.autograd.grad(torch_fasth(Vg, x), Vg, g)
+
+    return {
+        "autograd": lambda: torch.autograd.grad(torch_fasth(Vg, Xg), (Vg, Xg), G),
+        "func": functools.partial(_grad_of_inner_product(torch_fasth), V, X, G),
+        "seq": functools.partial(_grad_of_inner_product(hh.householder_sequential), V, X, G),
+        "vmap": functools.partial(per_sample, V, xs, gs),
+        "loop": loop,
+    }
+
+
+def func_table(dims, batch=16, device="cpu"):
+    """FastH under ``torch.func``: what the transform path costs against plain autograd.
+
+    ``torch.func`` needs an ``autograd.Function`` whose forward keeps nothing, so FastH's
+    backward recomputes the block inputs with differentiable operations; the first two columns
+    measure that price (gradients wrt V and X of ``⟨U X, G⟩``, m = M). The sequential loop under
+    ``torch.func.grad`` is what a user without FastH's rule would run. Per-sample gradients wrt V
+    (``vmap(grad)``, ``batch`` samples of one column) are compared with a loop of
+    ``torch.autograd.grad`` calls.
+    """
+    print(
+        f"\n**`torch.func`** (torch; gradients wrt V and X of ⟨U X, G⟩, m = {M}; per-sample "
+        f"gradients wrt V of {batch} single columns; ms)\n"
+    )
+    print(
+        "| d | autograd.grad | func.grad | func/autograd | func.grad, sequential | "
+        "sequential/FastH | per-sample `vmap(grad)` | loop of autograd.grad | loop/vmap |"
+    )
+    print("|---:" * 9 + "|")
+    for d in dims:
+        fns = _func_cases(d, batch, device)
+        t = _interleaved_medians_ms(fns)
+        print(
+            f"| {d} | {_fmt(t['autograd'])} | {_fmt(t['func'])} | "
+            f"{_ratio(t['func'], t['autograd'])} | {_fmt(t['seq'])} | "
+            f"{_ratio(t['seq'], t['func'])} | {_fmt(t['vmap'])} | {_fmt(t['loop'])} | "
+            f"{_ratio(t['loop'], t['vmap'])} |"
+        )
+
+
 def block_sweep(d, dtype, candidates=(8, 16, 32, 48, 64, 96, 128, 256)):
     rng = np.random.default_rng(1)
     V = rng.standard_normal((d, d)).astype(dtype)
@@ -534,6 +589,7 @@ def main():
         "--no-head-to-head", action="store_true", help="skip the FastH-vs-dense A/B table"
     )
     parser.add_argument("--no-rnn", action="store_true", help="skip the orthogonal-RNN table")
+    parser.add_argument("--no-func", action="store_true", help="skip the torch.func table")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
     args = parser.parse_args()
     M = args.m
@@ -553,6 +609,8 @@ def main():
         head_to_head([d for d in dims if d >= 256], args.dtype, args.device)
     if not args.no_rnn:
         rnn_table([d for d in dims if 128 <= d <= 512], device=args.device)
+    if not args.no_func:
+        func_table([d for d in dims if 128 <= d <= 512], device=args.device)
     if not args.no_sweep and args.device == "cpu":
         block_sweep(512 if 512 in dims else dims[-1], args.dtype)
     if not args.no_breakdown and args.device == "cpu":

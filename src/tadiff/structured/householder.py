@@ -361,7 +361,7 @@ class _Blocks(NamedTuple):
     views: tuple  # per block j: (V_j, V_jᵀ, T_j⁻¹, T_j⁻ᵀ), bound once for both sweeps
 
 
-def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
+def _build_blocks(xp: Any, V: Any, b: int, *, check: bool = True) -> _Blocks:
     """Group the rows of ``V`` (k, d) into blocks of ``b`` and form every block's factor at once.
 
     The last block is padded with zero rows and unit diagonal entries of ``T``: since ``T`` is
@@ -380,7 +380,9 @@ def _build_blocks(xp: Any, V: Any, b: int) -> _Blocks:
     half = _diagonal(T)  # ‖v_i‖², halved below
     if pad:
         half[-1, b - pad :] = 1  # any nonzero value: padded rows of V are zero
-    if bool((half <= 0).any()):
+    # (check=False where the forward has checked the same V: a data-dependent branch is not
+    # allowed under torch.vmap)
+    if check and bool((half <= 0).any()):
         row = int(xp.argmax((half.reshape(nb * b) <= 0) * 1))
         raise InputError(
             f"householder: row {row} of V is zero; a Householder vector must be nonzero"
@@ -525,18 +527,26 @@ def _backward_sweep(xp: Any, blocks: _Blocks, G: Any) -> tuple[Any, Any, Any]:
     return Gs, Qs, gX
 
 
-def _vector_gradient(xp: Any, blocks: _Blocks, saved: _Saved, Gs: Any, Qs: Any) -> Any:
+def _vector_gradient(
+    xp: Any, blocks: _Blocks, saved: _Saved, Gs: Any, Qs: Any, *, in_place: bool = True
+) -> Any:
     """Step 2 of Algorithm 2, all blocks at once: ∂L/∂V (k, d) from batched products,
 
         ∂L/∂V_j = F_j V_j − K_j G_jᵀ − Q_j A_jᵀ,   F_j = triu(E_j) + triu(E_j, 1)ᵀ,  E_j = Q_j K_jᵀ
 
     (``F_j`` is ∂L/∂S_j made symmetric: the ½ on T's diagonal meets the 2 of dS = dV Vᵀ + V dVᵀ).
+    ``in_place=False`` (torch) makes it one product ``[F, −K, −Q] [V; Gᵀ; Aᵀ]`` without in-place
+    accumulation, which ``torch.vmap`` has no rule for.
     """
     Vb, _, k, _ = blocks
     nb, b, d = (int(s) for s in Vb.shape)
     As, Ks = saved
     E = Qs @ Ks.mT
-    gV = xp.where(_upper_mask(xp, b, E), E, E.mT) @ Vb
+    F = xp.where(_upper_mask(xp, b, E), E, E.mT)
+    if not in_place:  # one product: [F, −K, −Q] [V; Gᵀ; Aᵀ]
+        gV = xp.concatenate([F, -Ks, -Qs], -1) @ xp.concatenate([Vb, Gs.mT, As.mT], -2)
+        return gV.reshape(nb * b, d)[:k]
+    gV = F @ Vb
     if xp is np:
         tmp = np.matmul(Ks, Gs.mT)
         gV -= tmp
@@ -544,6 +554,25 @@ def _vector_gradient(xp: Any, blocks: _Blocks, saved: _Saved, Gs: Any, Qs: Any) 
     else:  # torch accumulates into gV inside the GEMM (no temporaries of size k × d)
         gV.baddbmm_(Ks, Gs.mT, alpha=-1).baddbmm_(Qs, As.mT, alpha=-1)
     return gV.reshape(nb * b, d)[:k]
+
+
+def _sweep_differentiable(
+    xp: Any, blocks: _Blocks, A: Any, *, transpose_factor: bool = False
+) -> tuple[Any, list, list]:
+    """One sweep with out-of-place operations only, so autograd can differentiate it (any order).
+
+    Forward (``transpose_factor=False``, blocks last to first): ``K_j = T_j⁻¹ V_j A_j``,
+    ``A ← A − V_jᵀ K_j``. Backward sweep (``True``, first to last): ``T_j⁻ᵀ`` in place of
+    ``T_j⁻¹``. Returns the final ``A`` and, in block order, every block's input and ``K_j``.
+    """
+    Vb, Tinv = blocks.V, blocks.Tinv
+    nb = int(Vb.shape[0])
+    inputs, factors = [None] * nb, [None] * nb
+    for j in range(nb) if transpose_factor else reversed(range(nb)):
+        Ti = Tinv[j].mT if transpose_factor else Tinv[j]
+        inputs[j], factors[j] = A, Ti @ (Vb[j] @ A)
+        A = A - Vb[j].mT @ factors[j]
+    return A, inputs, factors
 
 
 def _apply_differentiable(xp: Any, V: Any, X: Any, b: int, transpose: bool) -> Any:
@@ -554,11 +583,27 @@ def _apply_differentiable(xp: Any, V: Any, X: Any, b: int, transpose: bool) -> A
     Needs a namespace with a differentiable ``linalg.solve_triangular`` (torch).
     """
     d = int(V.shape[1])
-    Vb, Tinv, _, _ = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b)
-    A = _fold(xp, X, d)
-    for j in reversed(range(int(Vb.shape[0]))):
-        A = A - Vb[j].mT @ (Tinv[j] @ (Vb[j] @ A))
+    blocks = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b, check=False)
+    A, _, _ = _sweep_differentiable(xp, blocks, _fold(xp, X, d))
     return _unfold(xp, A, tuple(X.shape))
+
+
+def _vjp_differentiable(
+    xp: Any, V: Any, X: Any, G: Any, b: int, transpose: bool
+) -> tuple[Any, Any]:
+    """``(∂L/∂V, ∂L/∂X)`` by Algorithm 1 + 2 written with differentiable operations only.
+
+    The same blocked algorithm as :func:`_forward` + :func:`_backward`, without their
+    preallocated buffers and ``out=`` products, so that an outer autodiff (``torch.func``
+    transforms nest by differentiating a backward) can differentiate the gradient again. Torch.
+    """
+    d = int(V.shape[1])
+    blocks = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b, check=False)
+    _, As, Ks = _sweep_differentiable(xp, blocks, _fold(xp, X, d))
+    gX, Gs, Qs = _sweep_differentiable(xp, blocks, _fold(xp, G, d), transpose_factor=True)
+    saved = _Saved(xp.stack(As), xp.stack(Ks))
+    gV = _vector_gradient(xp, blocks, saved, xp.stack(Gs), xp.stack(Qs), in_place=False)
+    return (xp.flip(gV, (0,)) if transpose else gV), _unfold(xp, gX, tuple(X.shape))
 
 
 def _sequential_backward(V: Any, Y: Any, G: Any, *, transpose: bool = False) -> tuple[Any, Any]:

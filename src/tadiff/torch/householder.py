@@ -30,6 +30,7 @@ from tadiff.structured.householder import (
     _fold,
     _forward,
     _unfold,
+    _vjp_differentiable,
     cached,
 )
 
@@ -83,8 +84,8 @@ def without_autocast(fn):
 class _HouseholderApply(torch.autograd.Function):
     """``U X`` with the FastH backward (Algorithm 2) for first derivatives.
 
-    Under ``create_graph`` (second derivatives) the backward differentiates the blocked forward
-    written with out-of-place torch ops instead, so higher orders are exact.
+    Under ``create_graph`` (second derivatives) the backward runs the same algorithm written with
+    out-of-place torch ops instead, which autograd can differentiate, so higher orders are exact.
     """
 
     @staticmethod
@@ -106,16 +107,72 @@ class _HouseholderApply(torch.autograd.Function):
         V, X = ctx.saved_tensors
         need = ctx.needs_input_grad[:2]
         if torch.is_grad_enabled():  # create_graph: a differentiable gradient
-            Y = _apply_differentiable(torch, V, X, ctx.block, ctx.transpose)
-            inputs = [t for t, n in zip((V, X), need, strict=True) if n]
-            grads = iter(torch.autograd.grad(Y, inputs, grad, create_graph=True))
-            return (*(next(grads) if n else None for n in need), None, None, None)
+            gV, gX = _vjp_differentiable(torch, V, X, grad, ctx.block, ctx.transpose)
+            return gV if need[0] else None, gX if need[1] else None, None, None, None
         d = int(X.shape[-2])
         gV, gX = _backward(torch, ctx.blocks, ctx.saved, _fold(torch, grad, d), need_v=need[0])
         if gV is not None and ctx.transpose:
             gV = gV.flip(0)
         gX = _unfold(torch, gX, tuple(X.shape)) if need[1] else None
         return gV, gX, None, None, None
+
+
+class _HouseholderApplyForTransforms(torch.autograd.Function):
+    """The same ``U X`` for ``torch.func`` transforms (grad, vmap, jacrev, jacfwd, hessian, …).
+
+    ``torch.func`` needs a forward without ``ctx``, so block intermediates cannot be kept from the
+    forward: the backward recomputes them, with out-of-place operations that outer transforms can
+    differentiate again (``grad(grad(f))``). ``vmap`` folds a batch of ``X`` into FastH's own
+    batch dimensions (one blocked call for the whole batch) and loops over a batch of ``V``;
+    forward mode (``jvp``, ``jacfwd``) pushes tangents through the differentiable forward.
+    """
+
+    @staticmethod
+    @without_autocast
+    def forward(V, X, block, transpose):
+        blocks = _blocks_of(torch, V, block, transpose)
+        Y, _ = _forward(torch, blocks, _fold(torch, X, int(V.shape[1])), save=False)
+        return _unfold(torch, Y, tuple(X.shape))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        V, X, block, transpose = inputs
+        ctx.save_for_backward(V, X)
+        ctx.save_for_forward(V, X)
+        ctx.options = (block, transpose)
+
+    @staticmethod
+    @without_autocast
+    def backward(ctx, grad):
+        V, X = ctx.saved_tensors
+        gV, gX = _vjp_differentiable(torch, V, X, grad, *ctx.options)
+        need = ctx.needs_input_grad
+        return gV if need[0] else None, gX if need[1] else None, None, None
+
+    @staticmethod
+    @without_autocast
+    def jvp(ctx, dV, dX, _block, _transpose):
+        V, X = ctx.saved_tensors
+        tangents = tuple(torch.zeros_like(t) if dt is None else dt for t, dt in ((V, dV), (X, dX)))
+
+        def apply(V, X):
+            return _apply_differentiable(torch, V, X, *ctx.options)
+
+        return torch.func.jvp(apply, (V, X), tangents)[1]
+
+    @staticmethod
+    def vmap(info, in_dims, V, X, block, transpose):
+        v_dim, x_dim = in_dims[:2]
+        apply = _HouseholderApplyForTransforms.apply
+        if v_dim is None:  # a batch of X: FastH's leading batch dimensions, one call
+            return apply(V, X.movedim(x_dim, 0), block, transpose), 0
+        Vs = V.movedim(v_dim, 0)
+        Xs = [X] * info.batch_size if x_dim is None else X.movedim(x_dim, 0)
+        pairs = zip(Vs, Xs, strict=True)
+        return torch.stack([apply(v, x, block, transpose) for v, x in pairs]), 0
+
+
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
 
 
 def householder_apply(V, X, *, block=None, transpose=False):
@@ -141,6 +198,8 @@ def householder_apply(V, X, *, block=None, transpose=False):
     V, X = autocast_inputs(V, X)
     recording = torch.is_grad_enabled()
     _, _, b = _check_inputs(V, X, block, backward=recording and getattr(V, "requires_grad", False))
+    if _transforms_active():  # inside torch.func.grad / vmap / jacrev / …
+        return _HouseholderApplyForTransforms.apply(V, X, b, bool(transpose))
     return _HouseholderApply.apply(V, X, b, bool(transpose), recording)
 
 
