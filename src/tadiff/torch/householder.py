@@ -72,8 +72,8 @@ def without_autocast(fn):
 
     @functools.wraps(fn)
     def run(*args):
-        device = next(a.device.type for a in args if isinstance(a, torch.Tensor))
-        if not torch.is_autocast_enabled(device):
+        device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), None)
+        if device is None or not torch.is_autocast_enabled(device):
             return fn(*args)
         with torch.autocast(device, enabled=False):
             return fn(*args)

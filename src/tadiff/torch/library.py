@@ -44,12 +44,12 @@ import torch
 
 from tadiff.errors import AutogradError, InputError
 from tadiff.structured.householder import (
-    _apply_differentiable,
     _build_blocks,
     _check_inputs,
     _fold,
     _forward,
     _unfold,
+    _vjp_differentiable,
     householder_vjp,
 )
 from tadiff.structured.sinkhorn import (
@@ -264,7 +264,7 @@ def _householder_vjp_setup(ctx: Any, inputs: tuple, output: Any) -> None:
 
 @without_autocast
 def _householder_vjp_backward(ctx: Any, ggV: Any, ggX: Any) -> tuple:
-    """Second order: autograd through the differentiable blocked forward, twice.
+    """Second order: autograd through the differentiable blocked gradient.
 
     When the caller records (``create_graph`` at this level too), the saved tensors keep their
     history and the result is differentiable again; otherwise they are detached.
@@ -277,9 +277,7 @@ def _householder_vjp_backward(ctx: Any, ggV: Any, ggX: Any) -> tuple:
             t if recording and t.requires_grad else t.detach().requires_grad_(True)
             for t in (V, X, G)
         ]
-        Vl, Xl, Gl = leaves
-        Y = _apply_differentiable(torch, Vl, Xl, block, transpose)
-        gV, gX = torch.autograd.grad(Y, (Vl, Xl), Gl, create_graph=True)
+        gV, gX = _vjp_differentiable(torch, *leaves, block, transpose)
         pairs = [(o, g) for o, g in ((gV, ggV), (gX, ggX)) if g is not None]
         grads = torch.autograd.grad(
             [o for o, _ in pairs],
