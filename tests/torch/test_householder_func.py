@@ -59,10 +59,11 @@ def test_grad_matches_sequential(k, d, batch, transpose):
     _close(got, func.grad(_loss(seq), argnums=(0, 1))(V, X))
 
 
+@pytest.mark.parametrize("batch", [(), (2,)])
 @pytest.mark.parametrize("transpose", [False, True])
-def test_grad_of_grad_and_hessian_match_sequential(transpose):
+def test_grad_of_grad_and_hessian_match_sequential(transpose, batch):
     fasth, seq = _pair(transpose=transpose)
-    V, X = _inputs()
+    V, X = _inputs(batch=batch)
 
     def gradgrad(apply):
         inner = func.grad(_loss(apply), argnums=(0, 1))
@@ -73,6 +74,21 @@ def test_grad_of_grad_and_hessian_match_sequential(transpose):
         func.hessian(_loss(fasth), argnums=(0, 1))(V, X),
         func.hessian(_loss(seq), argnums=(0, 1))(V, X),
     )
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_create_graph_in_plain_autograd_matches_sequential(transpose):
+    """Plain autograd's second order runs the same differentiable VJP as the transforms."""
+    fasth, seq = _pair(transpose=transpose)
+    g = torch.Generator().manual_seed(3)
+    G = torch.randn(2, 7, 2, generator=g, dtype=F64)
+
+    def second(apply):
+        V, X = (t.clone().requires_grad_(True) for t in _inputs(batch=(2,)))
+        gV, gX = torch.autograd.grad(apply(V, X), (V, X), G, create_graph=True)
+        return torch.autograd.grad(gV.square().sum() + gX.sin().sum(), (V, X))
+
+    _close(second(fasth), second(seq))
 
 
 @pytest.mark.parametrize("jac", [func.jacrev, func.jacfwd])

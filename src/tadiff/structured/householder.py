@@ -335,16 +335,21 @@ def _sub_matmul(xp: Any, A: Any, B: Any, C: Any, out: Any) -> Any:
     return out
 
 
+def _moveaxis(xp: Any, a: Any, source: int, destination: int) -> Any:
+    # torch's moveaxis alias has no torch.vmap batching rule; movedim has
+    return np.moveaxis(a, source, destination) if xp is np else a.movedim(source, destination)
+
+
 def _fold(xp: Any, X: Any, d: int) -> Any:
     """(..., d, m) -> (d, N): batch dimensions become extra columns, so one GEMM serves them all."""
-    return X if X.ndim == 2 else xp.moveaxis(X, -2, 0).reshape(d, -1)
+    return X if X.ndim == 2 else _moveaxis(xp, X, -2, 0).reshape(d, -1)
 
 
 def _unfold(xp: Any, Y: Any, shape: tuple[int, ...]) -> Any:
     if len(shape) == 2:
         return Y
     d = shape[-2]
-    return xp.moveaxis(Y.reshape((d, *shape[:-2], shape[-1])), 0, -2)
+    return _moveaxis(xp, Y.reshape((d, *shape[:-2], shape[-1])), 0, -2)
 
 
 # ----------------------------------------------------------------------------------------------
