@@ -1,5 +1,7 @@
 """FastH kernels on NumPy arrays, against dense explicit products and central differences."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -249,6 +251,8 @@ def test_demo_self_checks_pass():
     assert householder_demo.run(lines.append)
     assert any("dense product of the reflectors" in line and "ok" in line for line in lines)
     assert not any("FAILED" in line for line in lines)
+    if importlib.util.find_spec("torch") is not None:  # the optional torch.func check ran
+        assert any("vmap(grad) per-sample" in line and "ok" in line for line in lines)
 
 
 def test_vjp_batched_equals_sum_of_per_item_gradients():

@@ -49,6 +49,25 @@ def _engine_gradient_error(V: np.ndarray, X: np.ndarray, G: np.ndarray, block: i
     return float(np.abs(grads[0] - grads[1]).max())
 
 
+def _torch_per_sample_error(
+    V: np.ndarray, X: np.ndarray, G: np.ndarray, block: int, want: list[np.ndarray]
+) -> float | None:
+    """Max |vmap(grad) − sequential| of per-sample dL/dV with torch.func, or None without torch."""
+    try:
+        import torch
+
+        from tadiff.torch.householder import householder_apply
+    except ImportError:  # torch is an optional extra
+        return None
+
+    def loss(V, x, g):
+        return (householder_apply(V, x, block=block) * g).sum()
+
+    per_sample = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))
+    got = per_sample(*(torch.from_numpy(a) for a in (V, X, G))).numpy()
+    return float(np.abs(got - np.stack(want)).max())
+
+
 def run(out: Callable[[str], None]) -> bool:
     """Apply FastH to a small batch, check it, time one size; True if every check passed."""
     rng = np.random.default_rng(0)
@@ -90,6 +109,9 @@ def run(out: Callable[[str], None]) -> bool:
     engine_err = _engine_gradient_error(V, X, G, block)
     if engine_err is not None:
         check("engine Function dL/dV vs engine autograd of the loop", engine_err, 1e-11)
+    per_sample_err = _torch_per_sample_error(V, X, G, block, [gv for gv, _ in per_item])
+    if per_sample_err is not None:
+        check("torch.func vmap(grad) per-sample dL/dV vs sequential", per_sample_err, 1e-11)
 
     d, m = 256, 32
     V = rng.standard_normal((d, d)).astype(np.float32)
