@@ -14,6 +14,7 @@ func = torch.func
 import tadiff.torch.householder as th  # noqa: E402
 from tadiff.errors import InputError  # noqa: E402
 from tadiff.structured.householder import householder_sequential  # noqa: E402
+from tadiff.torch import library  # noqa: E402
 from tadiff.torch.householder import Orthogonal, householder_apply  # noqa: E402
 
 F64 = torch.float64
@@ -163,6 +164,21 @@ def test_zero_row_is_reported_under_vmap():
         func.vmap(householder_apply, in_dims=(None, 0))(V, Xs)
     with pytest.raises(InputError, match="row 2 of V is zero"):
         func.vmap(householder_apply, in_dims=(0, None))(V[None].expand(2, -1, -1), Xs[0])
+
+
+def test_library_op_under_transforms(recwarn):
+    """The torch.compile entry point also works under torch.func (no per-sample fallback)."""
+    _, seq = _pair()
+    V, Xs = _inputs(batch=(3,))
+
+    def op(V, X):
+        return library.householder_apply(V, X, block=3)
+
+    _close(
+        func.grad(_loss(op), argnums=(0, 1))(V, Xs), func.grad(_loss(seq), argnums=(0, 1))(V, Xs)
+    )
+    _close(func.vmap(op, in_dims=(None, 0))(V, Xs), seq(V, Xs))
+    assert not [w for w in recwarn if "performance drop" in str(w.message)]
 
 
 def test_plain_autograd_keeps_the_fast_function():

@@ -59,7 +59,12 @@ from tadiff.structured.sinkhorn import (
     sinkhorn_forward,
     sinkhorn_vjp,
 )
-from tadiff.torch.householder import autocast_inputs, without_autocast
+from tadiff.torch.householder import (
+    _HouseholderApplyForTransforms,
+    _transforms_active,
+    autocast_inputs,
+    without_autocast,
+)
 
 __all__ = ["householder_apply", "householder_product", "sinkhorn"]
 
@@ -324,6 +329,9 @@ def householder_apply(
     # the block rule differs when a gradient wrt V will be computed (see default_block)
     backward = torch.is_grad_enabled() and getattr(V, "requires_grad", False)
     _, _, b = _check_inputs(V, X, block, backward=backward)
+    if not _is_compiling() and _transforms_active():
+        # torch.func cannot run a custom op's registered autograd: the Function built for it
+        return _HouseholderApplyForTransforms.apply(V, X, b, bool(transpose))
     return _householder_op(V, X, b, bool(transpose))
 
 
