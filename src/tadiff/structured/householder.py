@@ -583,9 +583,9 @@ def _sweep_differentiable(
 def _apply_differentiable(xp: Any, V: Any, X: Any, b: int, transpose: bool) -> Any:
     """Algorithm 1 with out-of-place operations only, so autograd can differentiate it (any order).
 
-    Used for second derivatives: the first-order backward works on raw arrays, and when a caller
-    asks for ``create_graph`` the gradient is re-derived by autograd through this forward.
-    Needs a namespace with a differentiable ``linalg.solve_triangular`` (torch).
+    Used for forward-mode derivatives under ``torch.func`` (tangents pushed through it); second
+    derivatives use :func:`_vjp_differentiable`. Needs a namespace with a differentiable
+    ``linalg.solve_triangular`` (torch).
     """
     d = int(V.shape[1])
     blocks = _build_blocks(xp, xp.flip(V, (0,)) if transpose else V, b, check=False)
