@@ -18,7 +18,9 @@ from tadiff.index.interpret import _lower, _upper, evaluate_node
 
 
 def central_vjp(f, arrays: dict, wrt: str, g: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """d/d arrays[wrt] of sum(g * f(**arrays)) by central differences."""
+    """d/d arrays[wrt] of sum(g * f(**arrays)) by central differences, in float64 (a
+    TensorFunction is evaluated by its reference interpreter, any other callable as it is)."""
+    f = getattr(f, "reference", f)
     x = np.array(arrays[wrt], dtype=np.float64)
     out = np.zeros_like(x)
     for idx in np.ndindex(*x.shape):

@@ -157,23 +157,41 @@ class TensorFunction:
 
     # -- evaluation -----------------------------------------------------------------------------
     def __call__(self, **arrays: object):
-        """Evaluate: on tadiff Tensors as a recorded engine op, on NumPy arrays by reference.
+        """Evaluate with the compiled kernels: on tadiff Tensors as a recorded engine op, on
+        NumPy arrays as an array.
 
-        With at least one :class:`tadiff.Tensor` argument the result is a Tensor computed by the
-        compiled kernel (backend ``"auto"``; see :meth:`evaluate` and :meth:`using`), and its
+        With at least one :class:`tadiff.Tensor` argument the result is a Tensor and its
         backward runs the compiled derivative kernels — differentiable again under
-        ``create_graph``. With only NumPy arrays it is the reference interpreter (float64, plain
-        loops), the oracle of the compiled backends; use :meth:`evaluate` for speed.
+        ``create_graph``. With only arrays (or numbers) it is :meth:`evaluate`: float32 when
+        every float argument is float32, else float64. The reference interpreter, the oracle
+        every backend is tested against, is :meth:`reference`.
 
         Raises:
             ShapeError: wrong number of dimensions, sizes that must agree do not.
             BoundsError: an access would leave its argument for these shapes (checked first).
+
+        Example:
+            >>> f = define("y[i] = sum[k](x[i+k] * w[k])")
+            >>> f(x=np.arange(4.0), w=np.ones(2)).tolist()
+            [1.0, 3.0, 5.0]
         """
         if any(_is_tensor(v) for v in arrays.values()):
             from tadiff.index.compile.engine_op import call_engine
 
             self._arrays({k: _data_of(v) for k, v in arrays.items()}, convert=False)
             return call_engine(self, arrays, self.backend)
+        return self.evaluate(arrays)
+
+    def reference(self, **arrays: object) -> np.ndarray:
+        """Evaluate by the reference interpreter: float64, one element at a time, every sum an
+        exact integer loop and every access checked — slow on purpose, the oracle of the
+        compiled backends.
+
+        Example:
+            >>> f = define("y[i] = sum[k](x[i+k] * w[k])")
+            >>> f.reference(x=np.arange(4.0), w=np.ones(2)).tolist()
+            [1.0, 3.0, 5.0]
+        """
         values = self._arrays(arrays)
         arg_shapes = {k: v.shape for k, v in values.items()}
         out_shape = self.output_shape(**arg_shapes)
@@ -203,8 +221,8 @@ class TensorFunction:
         """
         from tadiff.index.compile.engine_op import evaluate_arrays
 
-        self._arrays(arrays, convert=False)
-        return evaluate_arrays(self, arrays, backend or self.backend)
+        checked = self._arrays(arrays, convert=False)
+        return evaluate_arrays(self, checked, backend or self.backend)
 
     def using(self, backend: str) -> TensorFunction:
         """This function with another default kernel backend (for Tensor calls and evaluate).
@@ -222,9 +240,21 @@ class TensorFunction:
         twin.backend = backend
         return twin
 
-    def source(self, backend: str = "numba") -> str:
-        """The generated kernel source: ``"numba"`` (the loop nest) or ``"triton"`` (one program
-        per block of output elements); both are independent of the shapes.
+    def source(
+        self,
+        backend: str = "numba",
+        shapes: Mapping[str, tuple[int, ...]] | None = None,
+        dtype: object = np.float64,
+    ) -> str:
+        """The generated kernel source: ``"numba"`` (the scheduled loop nests of every stage)
+        or ``"triton"`` (one program per block of output elements).
+
+        Args:
+            backend: ``"numba"`` or ``"triton"``.
+            shapes: argument name -> shape the schedule is planned for (the loop order and the
+                stages can depend on the sizes); default: every dimension 64 (derivatives:
+                their forward's arguments 64 and the incoming gradient of the forward's shape).
+            dtype: the compute dtype (numba sources type their constants).
 
         Raises:
             MissingDependencyError: numba is not installed.
@@ -241,7 +271,52 @@ class TensorFunction:
             raise MissingDependencyError("source('numba')", "numba", "numba") from e
         from tadiff.index.compile.numba_backend import numba_source
 
-        return numba_source(self)
+        return numba_source(self, shapes or example_shapes(self), dtype)
+
+    def explain(
+        self, dtype: object = np.float64, backend: str | None = None, **shapes: tuple[int, ...]
+    ) -> str:
+        """How this function and its derivatives are computed for these argument shapes.
+
+        For the forward and for the derivative with respect to each argument (reading the
+        forward's saved output, as the engine's backward does): the stages, each stage's loop
+        order and the level its subexpressions are computed at, the saved values read, the
+        estimated operations, loads and stores, the memory of arguments and temporaries, and
+        the backend each stage runs on.
+
+        Args:
+            dtype: the compute dtype.
+            backend: the backend asked for; default this function's :attr:`backend`.
+            **shapes: argument name -> shape.
+
+        Returns:
+            The plan as text (print it).
+
+        Example:
+            >>> f = define("K[i,j] = exp(-sum[q]((a[i,q] - b[j,q])**2))")
+            >>> text = f.explain(a=(100, 3), b=(80, 3))
+            >>> "reads the saved forward value K" in text
+            True
+        """
+        from tadiff.index.compile.lower import stage_backends
+        from tadiff.index.compile.schedule import plan_program
+
+        backend = backend or self.backend
+        self._arrays({n: np.empty(s) for n, s in shapes.items()}, convert=False)
+        out_shape = self.output_shape(**shapes)
+        parts = []
+        plans = [("forward", self, dict(shapes), None)]
+        for name in self.args:
+            grad = self.grad(name)
+            known = {} if self.out_name in grad.args else {self.out_name: (self, out_shape)}
+            plans.append(
+                (f"gradient wrt {name}", grad, {**shapes, self.grad_name: out_shape}, known)
+            )
+        for title, fn, arg_shapes, known in plans:
+            program = plan_program(fn, arg_shapes, dtype, known)
+            on = ", ".join(stage_backends(program, backend))
+            parts.append(f"== {title} (stages on: {on})\n{program.explain()}")
+        return "\n\n".join(parts)
 
     # -- derivatives ----------------------------------------------------------------------------
     def grad(self, wrt: str) -> TensorFunction:
@@ -324,7 +399,17 @@ class TensorFunction:
             >>> g["x"].tolist(), g["w"].tolist()
             ([3.0, 4.0], [1.0, 2.0])
         """
-        return {name: self.grad(name)(**arrays, **{self.grad_name: grad_out}) for name in self.args}
+        from tadiff.index.compile.engine_op import evaluate_arrays, saved_output
+
+        checked = self._arrays(arrays, convert=False)
+        out = self.evaluate(checked)
+        grads = {}
+        for name in self.args:
+            derivative = self.grad(name)
+            inputs = {**checked, self.grad_name: np.asarray(grad_out)}
+            saved = saved_output(self, derivative, out)
+            grads[name] = evaluate_arrays(derivative, inputs, self.backend, saved)
+        return grads
 
     # -- printing -------------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -353,6 +438,18 @@ class TensorFunction:
             for a in index_exprs(node):
                 names.update(v for v in a.variables if is_param(v))
         return frozenset(names)
+
+
+def example_shapes(fn: TensorFunction, size: int = 64) -> dict[str, tuple[int, ...]]:
+    """Argument shapes with every free dimension ``size`` (a derivative's incoming gradient gets
+    its forward's output shape), for showing a schedule without data."""
+    if fn.parent is not None or fn.jacobian_of is not None:
+        parent, _ = fn.parent or fn.jacobian_of
+        shapes = example_shapes(parent, size)
+        if fn.parent is not None:
+            shapes[fn.args[-1]] = parent.output_shape(**shapes)
+        return {a: shapes[a] for a in fn.args}
+    return {a: (size,) * fn.arg_ranks[a] for a in fn.args}
 
 
 def _is_tensor(value: object) -> bool:

@@ -38,7 +38,7 @@ from tadiff.errors import DTypeError, InputError
 from tadiff.index import TensorFunction
 from tadiff.index import define as _define_index
 from tadiff.index.compile.cache import kernel
-from tadiff.index.compile.engine_op import evaluate_arrays
+from tadiff.index.compile.engine_op import evaluate_arrays, saved_output
 
 __all__ = ["TorchIndexFunction", "define"]
 
@@ -49,13 +49,15 @@ class _IndexOp(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, fn: TensorFunction, backend: str, *tensors: torch.Tensor) -> Any:
         ctx.fn, ctx.backend = fn, backend
-        ctx.save_for_backward(*tensors)
-        return _evaluate(fn, dict(zip(fn.args, tensors, strict=True)), backend)
+        out = _evaluate(fn, dict(zip(fn.args, tensors, strict=True)), backend)
+        # the output is saved too: derivatives read it instead of recomputing the forward
+        ctx.save_for_backward(*tensors, out)
+        return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         fn, backend = ctx.fn, ctx.backend
-        tensors = ctx.saved_tensors
+        *tensors, out = ctx.saved_tensors
         values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
         grads: list[Any] = [None, None]
         for name, t, need in zip(fn.args, tensors, ctx.needs_input_grad[2:], strict=True):
@@ -68,12 +70,17 @@ class _IndexOp(torch.autograd.Function):
                 # create_graph: the derivative is an op of its own, differentiable again
                 g = _IndexOp.apply(derivative, backend, *(inputs[n] for n in derivative.args))
             else:
-                g = _evaluate(derivative, inputs, backend)
+                g = _evaluate(derivative, inputs, backend, saved_output(fn, derivative, out))
             grads.append(g.to(t.dtype))
         return tuple(grads)
 
 
-def _evaluate(fn: TensorFunction, values: dict[str, torch.Tensor], backend: str) -> torch.Tensor:
+def _evaluate(
+    fn: TensorFunction,
+    values: dict[str, torch.Tensor],
+    backend: str,
+    saved: dict[str, tuple] | None = None,
+) -> torch.Tensor:
     devices = {values[n].device for n in fn.args}
     if len(devices) > 1:
         raise InputError(
@@ -94,11 +101,22 @@ def _evaluate(fn: TensorFunction, values: dict[str, torch.Tensor], backend: str)
                 f"{backend!r}: the {backend} kernels run on NumPy arrays"
             )
         # the Triton kernel takes torch tensors and returns one on their device
+        dtype = _compute_dtype(values)
+        tensors = {n: values[n].detach().to(_TORCH[dtype]) for n in fn.args}
+        known = {}
+        for name, (source, array) in (saved or {}).items():
+            tensors[name] = array.detach().to(_TORCH[dtype])
+            known[name] = (source, tuple(array.shape))
         shapes = {n: tuple(values[n].shape) for n in fn.args}
-        k = kernel(fn, shapes, _compute_dtype(values), "triton")
-        return k({n: values[n].detach() for n in fn.args})
+        return kernel(fn, shapes, dtype, "triton", known)(tensors)
     arrays = {n: values[n].detach().resolve_conj().resolve_neg().numpy() for n in fn.args}
-    return torch.from_numpy(evaluate_arrays(fn, arrays, backend))
+    numpy_saved = {
+        name: (source, array.detach().numpy()) for name, (source, array) in (saved or {}).items()
+    }
+    return torch.from_numpy(evaluate_arrays(fn, arrays, backend, numpy_saved))
+
+
+_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
 
 
 def _compute_dtype(values: dict[str, torch.Tensor]) -> np.dtype:

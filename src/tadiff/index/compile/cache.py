@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tadiff.errors import InputError, MissingDependencyError
+from tadiff.errors import InputError
 from tadiff.index import shapes as _shapes
-from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
+from tadiff.index.compile.vectorized import Kernel, lower_einsum
 
 __all__ = [
     "BACKENDS",
@@ -54,6 +54,8 @@ _STATS = {
     "derivation_seconds": 0.0,
     "compilations": 0,
     "compile_seconds": 0.0,
+    "jit_compilations": 0,
+    "jit_seconds": 0.0,
     "cache_hits": 0,
     "evictions": 0,
 }
@@ -127,13 +129,22 @@ def record_derivation(seconds: float) -> None:
     _STATS["derivation_seconds"] += seconds
 
 
+def record_jit(seconds: float) -> None:
+    """Count one just-in-time compilation (or disk-cache load) of machine code: a Numba
+    kernel's first call in a process (called by the backend)."""
+    _STATS["jit_compilations"] += 1
+    _STATS["jit_seconds"] += seconds
+
+
 def stats() -> dict[str, object]:
     """Counts and total times of derivations and compilations so far, and cache hits.
 
     Returns:
         ``{"derivations", "derivation_seconds", "compilations", "compile_seconds",
-        "cache_hits", "evictions", "kernels" (cached now), "limit",
-        "by_backend" {backend: compilations}}``.
+        "jit_compilations", "jit_seconds", "cache_hits", "evictions", "kernels" (cached now),
+        "limit", "by_backend" {backend: compilations}}``. ``compile_seconds`` is the time
+        spent planning and generating kernels; ``jit_seconds`` the time the first calls of Numba
+        kernels spent compiling machine code (or loading it from the disk cache).
 
     Example:
         >>> sorted(stats())[:3]
@@ -172,6 +183,7 @@ def kernel(
     shapes: Mapping[str, tuple[int, ...]],
     dtype: object = np.float64,
     backend: str = "auto",
+    known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
 ) -> Kernel:
     """The compiled kernel of ``fn`` for argument ``shapes`` and ``dtype``, from the cache.
 
@@ -180,9 +192,14 @@ def kernel(
         shapes: argument name -> shape.
         dtype: ``float32`` or ``float64``; arguments and result have it.
         backend: one of :data:`BACKENDS`.
+        known: values the caller will pass besides the arguments, ``name -> (function,
+            shape)``: the array ``name`` is that function's output for the same arguments
+            (the engine passes a forward's output to its derivatives, which read it instead of
+            recomputing it).
 
     Returns:
-        A callable :class:`~tadiff.index.compile.vectorized.Kernel`.
+        A callable :class:`~tadiff.index.compile.vectorized.Kernel`; ``kernel.program`` is
+        its plan (None for an einsum).
 
     Raises:
         InputError: unknown backend, or ``"einsum"`` for a body that is not a contraction.
@@ -195,7 +212,9 @@ def kernel(
     if dtype not in (np.float32, np.float64):
         raise InputError(f"kernels compute in float32 or float64, got dtype {dtype}")
     shapes = {name: tuple(int(n) for n in shapes[name]) for name in fn.args}
-    key = (_key(fn), tuple(shapes.items()), dtype.str, backend)
+    known = dict(known or {})
+    known_key = tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
+    key = (_key(fn), tuple(shapes.items()), dtype.str, backend, known_key)
     hit = _KERNELS.get(key)
     if hit is not None:
         _STATS["cache_hits"] += 1
@@ -205,7 +224,7 @@ def kernel(
     params = fn._params(shapes)
     out_shape = fn.output_shape(**shapes)
     _shapes.check_bounds(fn.body, fn.out_vars, out_shape, params, shapes)
-    result = _lower(fn, shapes, dtype, backend, params, out_shape)
+    result = _lower(fn, shapes, dtype, backend, params, out_shape, known)
     _STATS["compilations"] += 1
     _STATS["compile_seconds"] += time.perf_counter() - start
     _BY_BACKEND[result.backend] = _BY_BACKEND.get(result.backend, 0) + 1
@@ -214,31 +233,17 @@ def kernel(
     return result
 
 
-def _lower(fn, shapes, dtype, backend, params, out_shape) -> Kernel:
+def _lower(fn, shapes, dtype, backend, params, out_shape, known) -> Kernel:
     if backend in ("auto", "einsum"):
         k = lower_einsum(fn, params, shapes, out_shape, dtype)
         if k is not None:
+            k.program = None
             return k
         if backend == "einsum":
             raise InputError(
                 f"{fn.out_name} is not a pure contraction (products of accesses with plain "
                 "indices over whole dimensions), so it has no einsum kernel; use backend='numpy'"
             )
-    if backend == "numba":
-        try:
-            import numba  # noqa: F401 - the generated module imports it
-        except ImportError as e:
-            raise MissingDependencyError("the numba backend", "numba", "numba") from e
-        from tadiff.index.compile.numba_backend import lower_numba
+    from tadiff.index.compile.lower import lower_program
 
-        return lower_numba(fn, shapes, dtype, params, out_shape)
-    if backend == "triton":
-        try:
-            import torch  # noqa: F401
-            import triton  # noqa: F401
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise MissingDependencyError("the triton backend", e.name or "triton", "triton") from e
-        from tadiff.index.compile.triton_backend import lower_triton
-
-        return lower_triton(fn, shapes, dtype, params, out_shape)
-    return lower_numpy(fn, shapes, dtype, params, out_shape)
+    return lower_program(fn, shapes, dtype, backend, known)

@@ -30,7 +30,7 @@ from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError
 from tadiff.index.compile.cache import kernel
 
-__all__ = ["IndexOp", "call_engine", "evaluate_arrays"]
+__all__ = ["IndexOp", "call_engine", "evaluate_arrays", "saved_output"]
 
 
 def _data(value: object) -> np.ndarray:
@@ -54,11 +54,31 @@ def _compute_dtype(fn, values: Mapping[str, object]) -> np.dtype:
     return np.dtype(np.float64)
 
 
-def evaluate_arrays(fn, values: Mapping[str, object], backend: str) -> np.ndarray:
-    """``fn`` on raw arrays through its cached compiled kernel (no graph)."""
+def evaluate_arrays(
+    fn, values: Mapping[str, object], backend: str, saved: Mapping[str, tuple] | None = None
+) -> np.ndarray:
+    """``fn`` on raw arrays through its cached compiled kernel (no graph).
+
+    ``saved`` maps a name to ``(function, array)``: that function's output for the same
+    arguments, which the kernel may read instead of recomputing it (a forward's output, for
+    its derivatives).
+    """
     dtype = _compute_dtype(fn, values)
     arrays = {n: _data(values[n]).astype(dtype, copy=False) for n in fn.args}
-    return kernel(fn, {n: a.shape for n, a in arrays.items()}, dtype, backend)(arrays)
+    known = {}
+    for name, (source, array) in (saved or {}).items():
+        arrays[name] = np.asarray(array).astype(dtype, copy=False)
+        known[name] = (source, arrays[name].shape)
+    shapes = {n: arrays[n].shape for n in fn.args}
+    return kernel(fn, shapes, dtype, backend, known)(arrays)
+
+
+def saved_output(fn, derivative, output: np.ndarray) -> dict[str, tuple]:
+    """What a derivative's kernel may read of its forward: the output, under the forward's name
+    (unless the derivative has an argument of that name)."""
+    if fn.out_name in derivative.args:
+        return {}
+    return {fn.out_name: (fn, output)}
 
 
 class IndexOp(Function):
@@ -68,13 +88,15 @@ class IndexOp(Function):
     def forward(ctx, fn, backend, *tensors):
         values = dict(zip(fn.args, tensors, strict=True))
         ctx.fn, ctx.backend = fn, backend
-        ctx.save_for_backward(*tensors)
-        return evaluate_arrays(fn, values, backend)
+        out = Tensor(evaluate_arrays(fn, values, backend))
+        # the output is saved too: derivatives read it instead of recomputing the forward
+        ctx.save_for_backward(*tensors, out)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
         fn, backend = ctx.fn, ctx.backend
-        tensors = ctx.saved_tensors
+        *tensors, out = ctx.saved_tensors
         values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
         needed = ctx.needs_input_grad[2:]
         grads: list[object] = [None, None]
@@ -89,7 +111,8 @@ class IndexOp(Function):
                 g = call_engine(derivative, inputs, backend)
                 grads.append(g if g.data.dtype == t.data.dtype else g.to(t.data.dtype))
             else:
-                g = evaluate_arrays(derivative, inputs, backend)
+                saved = saved_output(fn, derivative, out.data)
+                g = evaluate_arrays(derivative, inputs, backend, saved)
                 grads.append(g.astype(t.data.dtype, copy=False))
         return tuple(grads)
 

@@ -188,11 +188,11 @@ def _generate(fn) -> tuple[str, list[str]]:
             unravel.append(f"{indent}r{k} = {rest} // {size}")
             rest = f"r{k}"
     value = em.emit(fn.body, env, "live", indent, {})
-    args = ", ".join(f"a_{a}" for a in fn.args)
+    args = "".join(f"a_{a}, " for a in fn.args)
     loads = [f"{indent}P{k} = tl.load(prm + {k})" for k in range(len(em.params))]
     src = _HEADER.format(text=str(fn))
     src += "@triton.jit\n"
-    src += f"def kernel(out, prm, {args}, n_out, BLOCK: tl.constexpr, DT: tl.constexpr):\n"
+    src += f"def kernel(out, prm, {args}n_out, BLOCK: tl.constexpr, DT: tl.constexpr):\n"
     src += f"{indent}flat = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
     src += f"{indent}live = flat < n_out\n"
     src += f"{indent}ZERO_I = tl.zeros([BLOCK], dtype=tl.int64)\n"
@@ -250,8 +250,9 @@ def lower_triton(fn, shapes, dtype, params, out_shape, block: int = 128) -> Kern
     n_out = int(np.prod(out_shape, dtype=np.int64))
 
     def run(arrays):
-        first = arrays[fn.args[0]]
-        device = first.device if isinstance(first, torch.Tensor) else "cpu"
+        # the device of the caller's tensors (a stage may read no argument at all)
+        first = next((a for a in arrays.values() if isinstance(a, torch.Tensor)), None)
+        device = first.device if first is not None else "cpu"
         args = [
             (a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a)))
             .to(device=device, dtype=torch_dtype)

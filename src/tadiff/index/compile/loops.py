@@ -1,0 +1,605 @@
+"""Loop nests: where each subexpression of a definition is computed, for one loop order.
+
+A definition ``out[α] = body`` becomes a tree of loops and ``if`` blocks holding statements in
+single-assignment form (:class:`Let`, accumulators, stores). :class:`NestBuilder` places every
+subexpression at the outermost block where it can be computed:
+
+* **by its free indices**: a value is computed in the block of the innermost loop that binds
+  one of its indices, so ``exp(-sum[q](...))`` with indices ``(i, j)`` is computed once per
+  ``(i, j)`` even where it is used inside a loop over ``q``; constants go to the top;
+* **an inner sum** becomes an accumulator and a loop in that block — it is computed once per
+  binding of its own free indices, not once per enclosing iteration;
+* **safely**: a value that reads an argument is never moved out of an ``if`` (a ``where``
+  branch, whose accesses may be valid only where its condition holds) or out of a loop that
+  may run zero times (it would read where the definition never reads, past an edge).
+
+The root may also be scheduled with output indices *inside* the outermost sums: with the order
+``(i, j, q)`` the gradient ``da[i, q] = sum[j](w(i, j) * (a[i, q] - b[j, q]))`` computes
+``w(i, j)`` once per pair and adds ``w * (a[i, :] - b[j, :])`` into the output row (the
+pattern of KeOps), instead of recomputing ``w`` for every ``q``.
+
+The builder also estimates the cost: every statement is counted once per iteration of its
+block, with loop trip counts taken at the midpoint of the enclosing ranges. The Numba emitter
+prints the tree as it is (:mod:`~tadiff.index.compile.numba_backend`); the scheduler
+(:mod:`~tadiff.index.compile.schedule`) compares orders by this cost.
+
+Example:
+    >>> from tadiff.index import define
+    >>> f = define("y[i, j] = x[i] * z[j]")
+    >>> sizes = {"x.shape[0]": 3, "z.shape[0]": 4}
+    >>> nest = build_nest(f.body, "y", ("i", "j"), (3, 4), ("i", "j"), sizes)
+    >>> print(nest.text())
+    for i in 0..y.shape[0] - 1 (parallel):
+      t1 = load x[i]
+      for j in 0..y.shape[1] - 1:
+        t2 = load z[j]
+        t3 = mul(t1, t2)
+        y[i, j] = t3
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tadiff.index import expr as ir
+from tadiff.index.compile.rewrite import (
+    has_access,
+    interval,
+    product_factors,
+    provably_nonempty,
+    sum_interval,
+)
+from tadiff.index.expr import (
+    Access,
+    Affine,
+    Cond,
+    Const,
+    Index,
+    Node,
+    Op,
+    Sum,
+    Where,
+    free_indices,
+    size_param,
+)
+from tadiff.index.printer import affine_text
+
+__all__ = [
+    "AddTo",
+    "Assign",
+    "If",
+    "Init",
+    "Let",
+    "Loop",
+    "Nest",
+    "NestBuilder",
+    "Store",
+    "build_nest",
+    "op_cost",
+]
+
+
+# -- the tree -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Let:
+    """``name = kind(args)``: ``const`` (payload: float), ``index`` (payload: Affine),
+    ``load`` (payload: (array, indices)) or an operation of the IR (``add``, ``exp``, ...)."""
+
+    name: str
+    kind: str
+    payload: object
+    args: tuple[str, ...] = ()
+
+
+@dataclass
+class Init:
+    """``name = 0``: an accumulator."""
+
+    name: str
+
+
+@dataclass
+class AddTo:
+    """``name += value``."""
+
+    name: str
+    value: str
+
+
+@dataclass
+class Assign:
+    """``name = value`` (the result of a ``where`` branch)."""
+
+    name: str
+    value: str
+
+
+@dataclass
+class Store:
+    """``array[indices] = value`` (``+=`` when ``accumulate``)."""
+
+    array: str
+    indices: tuple[Affine, ...]
+    value: str
+    accumulate: bool = False
+
+
+@dataclass
+class Loop:
+    """``for var in max(ceil(lower)) .. min(floor(upper))``, ``parallel`` for the outermost
+    output loop; ``trip`` is the estimated iteration count."""
+
+    var: str
+    lower: tuple[Affine, ...]
+    upper: tuple[Affine, ...]
+    body: list = field(default_factory=list)
+    parallel: bool = False
+    trip: float = 0.0
+
+
+@dataclass
+class If:
+    """``if all(conds): then else: other``."""
+
+    conds: tuple[Cond, ...]
+    then: list = field(default_factory=list)
+    other: list = field(default_factory=list)
+
+
+# -- cost ---------------------------------------------------------------------------------------
+
+_TRANSCENDENTAL = {"exp", "log", "sin", "cos", "tan", "tanh", "sigmoid"}
+
+
+def op_cost(kind: str, payload: object = None) -> float:
+    """Estimated cost of one statement, in units of a float add (a load counts 1)."""
+    if kind in ("const", "index"):
+        return 0.0
+    if kind in _TRANSCENDENTAL:
+        return 16.0
+    if kind == "pow":
+        return 20.0
+    if kind == "powi":
+        n = abs(int(payload))
+        return max(1.0, n - 1.0) + (4.0 if int(payload) < 0 else 0.0)
+    if kind in ("div", "sqrt"):
+        return 4.0
+    return 1.0
+
+
+@dataclass
+class Nest:
+    """A loop nest for one array and its estimated cost.
+
+    Attributes:
+        body: the statements and blocks of the function body.
+        out_name: the array it writes.
+        accumulate: whether it adds into a zero-filled output (output loops inside sums).
+        ops: estimated arithmetic operations (transcendentals weighted, see :func:`op_cost`).
+        loads, stores: estimated element reads and writes.
+        order: the loop order of the root, outermost first.
+        placed: per placed subexpression ``(node, iterations, {index: (lo, hi)})``.
+        peak: the most iterations of one block (what a vectorized evaluation materializes).
+    """
+
+    body: list
+    out_name: str
+    accumulate: bool
+    ops: float
+    loads: float
+    stores: float
+    order: tuple[str, ...]
+    placed: list
+    peak: float = 1.0
+
+    @property
+    def cost(self) -> float:
+        """Operations plus element reads and writes (what orders are compared by)."""
+        return self.ops + self.loads + self.stores
+
+    def text(self) -> str:
+        """The nest as indented pseudo-code."""
+        lines: list[str] = []
+        _text(self.body, "", lines)
+        return "\n".join(lines)
+
+
+def _bounds_text(bounds: tuple[Affine, ...], lower: bool) -> str:
+    parts = [affine_text(b) for b in bounds]
+    if len(parts) == 1:
+        return parts[0]
+    return ("max(" if lower else "min(") + ", ".join(parts) + ")"
+
+
+def _cond_text(c: Cond) -> str:
+    e = affine_text(c.expr)
+    if c.kind == "mod":
+        return f"{e} % {c.modulus} == 0"
+    return f"{e} {({'ge': '>=', 'eq': '==', 'ne': '!='})[c.kind]} 0"
+
+
+def _text(block: list, indent: str, lines: list[str]) -> None:
+    for s in block:
+        if isinstance(s, Loop):
+            par = " (parallel)" if s.parallel else ""
+            lines.append(
+                f"{indent}for {s.var} in {_bounds_text(s.lower, True)}.."
+                f"{_bounds_text(s.upper, False)}{par}:"
+            )
+            _text(s.body, indent + "  ", lines)
+        elif isinstance(s, If):
+            lines.append(f"{indent}if {' and '.join(_cond_text(c) for c in s.conds)}:")
+            _text(s.then, indent + "  ", lines)
+            if s.other:
+                lines.append(f"{indent}else:")
+                _text(s.other, indent + "  ", lines)
+        elif isinstance(s, Let):
+            if s.kind == "const":
+                lines.append(f"{indent}{s.name} = {s.payload!r}")
+            elif s.kind == "index":
+                lines.append(f"{indent}{s.name} = {affine_text(s.payload)}")
+            elif s.kind == "load":
+                name, idx = s.payload
+                lines.append(f"{indent}{s.name} = load {name}[{', '.join(map(affine_text, idx))}]")
+            else:
+                lines.append(f"{indent}{s.name} = {s.kind}({', '.join(s.args)})")
+        elif isinstance(s, Init):
+            lines.append(f"{indent}{s.name} = 0")
+        elif isinstance(s, AddTo):
+            lines.append(f"{indent}{s.name} += {s.value}")
+        elif isinstance(s, Assign):
+            lines.append(f"{indent}{s.name} = {s.value}")
+        elif isinstance(s, Store):
+            op = "+=" if s.accumulate else "="
+            idx = ", ".join(affine_text(a) for a in s.indices)
+            lines.append(f"{indent}{s.array}[{idx}] {op} {s.value}")
+
+
+# -- the builder ----------------------------------------------------------------------------------
+
+
+class _Frame:
+    """An open block: statements go in at ``ins`` (before the open child block, if any)."""
+
+    __slots__ = ("block", "cache", "hoist_ok", "ins", "iters", "var")
+
+    def __init__(self, block: list, iters: float, hoist_ok: bool, var: str | None = None):
+        self.var = var  # the loop variable, for a loop's block
+        self.block = block
+        self.ins = len(block)
+        self.iters = iters
+        self.hoist_ok = hoist_ok
+        self.cache: dict = {}
+
+    def insert(self, stmt: object) -> None:
+        self.block.insert(self.ins, stmt)
+        self.ins += 1
+
+    def open(self, child: object) -> None:
+        """Put a block at the insertion point; statements added later go before it."""
+        self.block.insert(self.ins, child)
+
+    def close(self, child: object) -> None:
+        """The child block is complete: statements added later go after it."""
+        for k, s in enumerate(self.block):
+            if s is child:
+                self.ins = k + 1
+                return
+
+
+class NestBuilder:
+    """Places the subexpressions of a body into loop nests (see the module docstring).
+
+    Args:
+        params: size parameters (``x.shape[1]``) and the output sizes (``y.shape[0]``).
+    """
+
+    def __init__(self, params: Mapping[str, int]):
+        self.params = dict(params)
+        self.root: list = []
+        self.chain = [_Frame(self.root, 1.0, True)]
+        self.env: dict[str, str] = {}  # IR index -> loop variable
+        self.level: dict[str, int] = {}  # IR index -> chain position of its loop
+        self.box: dict[str, tuple[int, int]] = {}  # loop variable -> integer range
+        self.mid: dict[str, float] = {}  # loop variable -> midpoint (for trip estimates)
+        self.names = 0
+        self.ops = self.loads = self.stores = 0.0
+        self.peak = 1.0  # most iterations of one block: the size a vectorized evaluation needs
+        self.placed: list = []
+
+    # -- names and translation ------------------------------------------------------------------
+    def fresh(self, prefix: str = "t") -> str:
+        self.names += 1
+        return f"{prefix}{self.names}"
+
+    def translate(self, e: Affine) -> Affine:
+        mapping = {v: Affine.variable(self.env[v]) for v in e.variables if v in self.env}
+        return e.substitute(mapping) if mapping else e
+
+    def _charge(self, frame: _Frame, kind: str, payload: object = None) -> None:
+        if kind == "load":
+            self.loads += frame.iters
+        elif kind == "store":
+            self.stores += frame.iters
+        else:
+            self.ops += op_cost(kind, payload) * frame.iters
+
+    # -- blocks ---------------------------------------------------------------------------------
+    def _trip(self, lower: tuple[Affine, ...], upper: tuple[Affine, ...]) -> tuple[float, int, int]:
+        mid = {**self.mid, **self.params}
+        lo = max(math.ceil(_at(b, mid)) for b in lower)
+        hi = min(math.floor(_at(b, mid)) for b in upper)
+        box_lo, box_hi = sum_interval(lower, upper, self.box, self.params)
+        return max(0.0, hi - lo + 1.0), box_lo, box_hi
+
+    def open_loop(
+        self,
+        var: str,
+        lower: tuple[Affine, ...],
+        upper: tuple[Affine, ...],
+        at: int,
+        parallel=False,
+    ) -> tuple[Loop, list[_Frame], dict, dict]:
+        """Open a loop over IR index ``var`` as a child of chain position ``at``; returns what
+        :meth:`close_loop` needs to restore."""
+        lower = tuple(self.translate(b) for b in lower)
+        upper = tuple(self.translate(b) for b in upper)
+        name = self.fresh(f"{var}_") if var in self.env or var in self.box else var
+        while name in self.box:
+            name = self.fresh(f"{var}_")
+        trip, lo, hi = self._trip(lower, upper)
+        loop = Loop(name, lower, upper, parallel=parallel, trip=trip)
+        parent = self.chain[at]
+        parent.open(loop)
+        nonempty = provably_nonempty(lower, upper, self.box, self.params)
+        saved = (self.chain, dict(self.env), dict(self.level))
+        self.chain = [*self.chain[: at + 1], _Frame(loop.body, parent.iters * trip, nonempty, name)]
+        self.peak = max(self.peak, parent.iters * trip)
+        self.env[var] = name
+        self.level[var] = len(self.chain) - 1
+        self.box[name] = (lo, hi)
+        self.mid[name] = (lo + hi) / 2 if hi >= lo else float(lo)
+        return loop, *saved
+
+    def close_loop(self, loop: Loop, chain, env, level) -> None:
+        self.chain, self.env, self.level = chain, env, level
+        for frame in self.chain:
+            if any(s is loop for s in frame.block):
+                frame.close(loop)
+                return
+
+    # -- placement ------------------------------------------------------------------------------
+    def _position(self, node: Node) -> int:
+        """The outermost chain position where ``node`` may be computed."""
+        k = max((self.level.get(v, 0) for v in free_indices(node)), default=0)
+        if has_access(node):
+            for j in range(len(self.chain) - 1, k, -1):
+                if not self.chain[j].hoist_ok:
+                    return j
+        return k
+
+    def value(self, node: Node) -> str:
+        """The name holding ``node``'s value, emitting its statements where they belong."""
+        k = self._position(node)
+        frame = self.chain[k]
+        key = (id(node), tuple(self.env.get(v, v) for v in sorted(free_indices(node))))
+        hit = frame.cache.get(key)
+        if hit is not None:
+            return hit[1]
+        name = self._emit(node, k)
+        frame.cache[key] = (node, name)  # the node is kept so its id stays unique
+        if isinstance(node, Sum | Op):
+            box = {v: self.box.get(self.env.get(v, ""), (0, 0)) for v in free_indices(node)}
+            self.placed.append((node, self.chain[k].iters, box))
+        return name
+
+    def _let(self, k: int, kind: str, payload: object = None, args: tuple[str, ...] = ()) -> str:
+        name = self.fresh()
+        frame = self.chain[k]
+        frame.insert(Let(name, kind, payload, args))
+        self._charge(frame, kind, payload)
+        if kind == "load" and self._strided(k, payload[1]):
+            self.loads += 2 * frame.iters
+        return name
+
+    def _strided(self, k: int, indices: tuple[Affine, ...]) -> bool:
+        """Whether an access made at chain position ``k`` steps through memory with a stride
+        other than 1 along the innermost loop around it (no SIMD load, more cache lines): such
+        an access costs three loads in the estimate, so orders that read along rows win."""
+        loop = next((f for f in reversed(self.chain[: k + 1]) if f.var is not None), None)
+        if loop is None or not indices:
+            return False
+        inner = [d for d, e in enumerate(indices) if e.coeff(loop.var) != 0]
+        return bool(inner) and (inner != [len(indices) - 1] or indices[-1].coeff(loop.var) != 1)
+
+    def _emit(self, node: Node, k: int) -> str:
+        if isinstance(node, Const):
+            return self._let(k, "const", float(node.value))
+        if isinstance(node, Index):
+            return self._let(k, "index", self.translate(node.expr))
+        if isinstance(node, Access):
+            indices = tuple(self.translate(e) for e in node.indices)
+            return self._let(k, "load", (node.name, indices))
+        if isinstance(node, Op):
+            if node.op in ("mul", "neg"):
+                regrouped = self._regroup(node)
+                if regrouped is not node:
+                    return self.value(regrouped)
+            if node.op == "pow" and isinstance(node.args[1], Const):
+                exponent = node.args[1].value
+                if exponent == int(exponent) and abs(exponent) <= 8:
+                    return self._let(k, "powi", int(exponent), (self.value(node.args[0]),))
+                if exponent == 0.5:
+                    return self._let(k, "sqrt", None, (self.value(node.args[0]),))
+            args = tuple(self.value(a) for a in node.args)
+            return self._let(k, node.op, None, args)
+        if isinstance(node, Where):
+            return self._where(node, k)
+        if isinstance(node, Sum):
+            return self._sum(node, k)
+        raise TypeError(f"not an index-notation node: {node!r}")  # pragma: no cover
+
+    def _regroup(self, node: Node) -> Node:
+        """A product with its factors ordered by the loop level they are computed at, so that
+        each partial product is computed once at its own level (``-2 * dy[i]`` outside the
+        loops over ``j`` and ``q``, not multiplied in at every ``(i, j, q)``)."""
+        scale, factors = product_factors(node)
+        if len(factors) < 2:
+            return node
+        ranked = sorted(factors, key=self._position)
+        out: Node = ir.const(scale)
+        for f in ranked:
+            out = ir.mul(out, f)
+        return out
+
+    def _sum(self, node: Sum, k: int) -> str:
+        acc = self.fresh("acc")
+        self.chain[k].insert(Init(acc))
+        loop, *saved = self.open_loop(node.var, node.lower, node.upper, k)
+        inner = self.chain[-1]
+        body = self.value(node.body)
+        inner.insert(AddTo(acc, body))
+        self.ops += inner.iters
+        self.close_loop(loop, *saved)
+        return acc
+
+    def _where(self, node: Where, k: int) -> str:
+        result = self.fresh()
+        conds = tuple(Cond(c.kind, self.translate(c.expr), c.modulus) for c in node.conds)
+        block = If(conds)
+        parent = self.chain[k]
+        parent.open(block)
+        self.ops += len(conds) * parent.iters
+        saved = (self.chain, dict(self.env), dict(self.level))
+        share = self._selectivity(conds)
+        for branch, weight in ((block.then, share), (block.other, 1.0 - share)):
+            self.chain = [*saved[0][: k + 1], _Frame(branch, parent.iters * weight, False)]
+            value = self.value(node.then if branch is block.then else node.other)
+            self.chain[-1].insert(Assign(result, value))
+        self.chain, self.env, self.level = saved
+        parent.close(block)
+        return result
+
+    def _selectivity(self, conds: tuple[Cond, ...]) -> float:
+        share = 1.0
+        for c in conds:
+            if c.kind == "eq":
+                lo, hi = interval(c.expr, self.box, self.params)
+                share /= max(1.0, hi - lo + 1.0)
+            elif c.kind == "mod":
+                share /= c.modulus
+        return share
+
+    def store(self, array: str, indices: tuple[Affine, ...], value: str, accumulate: bool) -> None:
+        frame = self.chain[-1]
+        indices = tuple(self.translate(e) for e in indices)
+        frame.insert(Store(array, indices, value, accumulate))
+        self._charge(frame, "store")
+        if self._strided(len(self.chain) - 1, indices):
+            self.stores += 2 * frame.iters
+        if accumulate:
+            self.loads += frame.iters
+
+
+def _at(e: Affine, values: Mapping[str, float]) -> float:
+    return float(e.const) + sum(float(c) * values[v] for v, c in e.items())
+
+
+def _root_chain(body: Node) -> tuple[float, list[Node], list[Sum], Node] | None:
+    """``body`` as ``scale * prod(rest) * sum[s1](sum[s2](... inner))``, or None when it is not
+    a product with exactly one sum factor."""
+    scale, factors = product_factors(body)
+    sums = [f for f in factors if isinstance(f, Sum)]
+    if len(sums) != 1:
+        return None
+    rest = [f for f in factors if f is not sums[0]]
+    chain = [sums[0]]
+    while isinstance(chain[-1].body, Sum):
+        chain.append(chain[-1].body)
+    return scale, rest, chain, chain[-1].body
+
+
+def root_orders(body: Node, out_vars: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Candidate loop orders of the root: the output indices in order, with the outermost sums
+    of the body moved inside after each prefix of them (the last one is the natural order)."""
+    natural = [tuple(out_vars)]
+    found = _root_chain(body)
+    if found is None or not out_vars:
+        return natural
+    chain = found[2]
+    names = [s.var for s in chain]
+    if set(names) & set(out_vars) or len(set(names)) != len(names):
+        return natural
+    orders = []
+    for p in range(1, len(out_vars)):
+        prefix = set(out_vars[:p])
+        # a sum whose bounds use a later output index cannot go before it
+        ok = all(
+            {v for b in (*s.lower, *s.upper) for v in b.variables if v in out_vars} <= prefix
+            for s in chain
+        )
+        if ok:
+            orders.append((*out_vars[:p], *names, *out_vars[p:]))
+    return orders + natural
+
+
+def build_nest(
+    body: Node,
+    out_name: str,
+    out_vars: tuple[str, ...],
+    out_shape: tuple[int, ...],
+    order: Sequence[str],
+    params: Mapping[str, int],
+) -> Nest:
+    """The loop nest computing ``out_name[out_vars] = body`` with root loops in ``order``.
+
+    Args:
+        body: the expression (free indices among ``out_vars``).
+        out_name: the array written.
+        out_vars, out_shape: output indices and sizes.
+        order: a loop order from :func:`root_orders`.
+        params: size parameters of the arguments.
+
+    Returns:
+        The :class:`Nest` with its cost estimate.
+    """
+    sizes = {size_param(out_name, d): n for d, n in enumerate(out_shape)}
+    b = NestBuilder({**params, **sizes})
+    order = tuple(order)
+    accumulate = order != tuple(out_vars)
+    chain = _root_chain(body)
+    sums = {s.var: s for s in chain[2]} if accumulate else {}
+    opened = []
+    for position, var in enumerate(order):
+        if var in sums:
+            s = sums[var]
+            lower, upper = s.lower, s.upper
+        else:
+            d = out_vars.index(var)
+            lower = (Affine.constant(0),)
+            upper = (Affine.variable(size_param(out_name, d)) - 1,)
+        opened.append(
+            b.open_loop(
+                var, lower, upper, len(b.chain) - 1, parallel=position == 0 and not sums.get(var)
+            )
+        )
+    if accumulate:
+        scale, rest, _, inner = chain
+        value = b.value(ir.mul(ir.const(scale), _product(rest, inner)))
+    else:
+        value = b.value(body)
+    b.store(out_name, tuple(Affine.variable(v) for v in out_vars), value, accumulate)
+    for loop, *saved in reversed(opened):
+        b.close_loop(loop, *saved)
+    return Nest(b.root, out_name, accumulate, b.ops, b.loads, b.stores, order, b.placed, b.peak)
+
+
+def _product(rest: list[Node], inner: Node) -> Node:
+    out = inner
+    for f in reversed(rest):
+        out = ir.mul(f, out)
+    return out

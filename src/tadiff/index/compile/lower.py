@@ -1,0 +1,222 @@
+"""From a program to a kernel: each stage lowered by one backend, run in order.
+
+:func:`lower_program` plans the definition (:func:`~tadiff.index.compile.schedule.plan_program`)
+and lowers each stage:
+
+* ``einsum`` — a stage that is a pure contraction (one ``np.einsum``, BLAS);
+* ``numpy`` — the vectorized NumPy evaluation of the stage's definition. Where it would
+  materialize more than the memory budget (every index of a sum nest as an array axis), the
+  stage runs in chunks of its first output index, each chunk planned as a definition of its
+  own, so temporaries stay under :func:`~tadiff.index.compile.schedule.memory_budget`;
+* ``numba`` — the stage's planned loop nest, printed as a parallel Numba function;
+* ``triton`` — the stage's definition as a Triton program (CUDA, or CPU under
+  ``TRITON_INTERPRET=1``).
+
+``auto`` takes, per stage: einsum for a contraction; the NumPy evaluation where it makes
+window-unrolled BLAS products (convolutions) without more work than the loops; Numba's loops
+when numba is installed and the stage is large enough that compiling pays off
+(:data:`AUTO_NUMBA_MIN_WORK`); else NumPy.
+
+Example:
+    >>> import numpy as np
+    >>> from tadiff.index import define
+    >>> f = define("y[i] = sum[k](x[i+k] * w[k])")
+    >>> k = lower_program(f, {"x": (6,), "w": (3,)}, np.float64, "numpy")
+    >>> k({"x": np.arange(6.0), "w": np.ones(3)}).tolist()
+    [3.0, 6.0, 9.0, 12.0]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+
+import numpy as np
+
+from tadiff.errors import InputError, MissingDependencyError
+from tadiff.index.compile.rewrite import product_factors
+from tadiff.index.compile.schedule import (
+    Program,
+    Stage,
+    definition,
+    memory_budget,
+    plan_program,
+)
+from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
+from tadiff.index.expr import Access, Affine, Index, Sum, substitute
+
+__all__ = ["AUTO_NUMBA_MIN_WORK", "lower_program", "stage_backends"]
+
+AUTO_NUMBA_MIN_WORK = 2e7
+"""Estimated operations (plus loads and stores) of a stage from which ``auto`` compiles it with
+Numba: below, the vectorized NumPy evaluation takes milliseconds, less than compiling (about
+a second, once per process before numba's disk cache has the kernel)."""
+
+
+def _numba_available() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def _is_contraction_like(stage: Stage) -> bool:
+    """A sum nest of a product of accesses: the NumPy path makes BLAS products of it (window
+    unrolled or im2col) instead of an array of the whole iteration space."""
+    body = stage.fn.body
+    if not isinstance(body, Sum):
+        _, factors = product_factors(body)
+        sums = [f for f in factors if isinstance(f, Sum)]
+        if len(sums) != 1 or len(factors) != 1:
+            return False
+        body = sums[0]
+    while isinstance(body, Sum):
+        body = body.body
+    _, factors = product_factors(body)
+    return bool(factors) and all(isinstance(f, Access | Index) for f in factors)
+
+
+def stage_backends(program: Program, backend: str) -> list[str]:
+    """The backend each stage of ``program`` runs on when ``backend`` is asked for."""
+    out = []
+    for stage in program.stages:
+        if backend != "auto":
+            out.append(backend)
+        elif _einsum_kernel(stage, program, stage.fn.args) is not None:
+            out.append("einsum")
+        elif _is_contraction_like(stage):
+            out.append("numpy")
+        elif stage.nest.cost >= AUTO_NUMBA_MIN_WORK and _numba_available():
+            out.append("numba")
+        else:
+            out.append("numpy")
+    return out
+
+
+def _einsum_kernel(stage: Stage, program: Program, args) -> Kernel | None:
+    shapes = {a: program.shapes[a] for a in args}
+    params = stage.fn._params(shapes)
+    return lower_einsum(stage.fn, params, shapes, stage.out_shape, program.dtype)
+
+
+def _numpy_kernel(stage: Stage, shapes: Mapping, dtype: np.dtype) -> Kernel:
+    fn, out_shape = stage.fn, stage.out_shape
+    peak = stage.nest.peak * dtype.itemsize * 3  # a value and two operands alive at once
+    budget = memory_budget()
+    if _is_contraction_like(stage) or peak <= budget or not out_shape or out_shape[0] <= 1:
+        return lower_numpy(fn, shapes, dtype, None, out_shape)
+    rows = max(1, int(budget // (peak / out_shape[0])))
+    if rows >= out_shape[0]:
+        return lower_numpy(fn, shapes, dtype, None, out_shape)
+    return _chunked(fn, shapes, dtype, out_shape, rows)
+
+
+def _chunked(fn, shapes, dtype, out_shape, rows: int) -> Kernel:
+    """The NumPy kernel of ``fn`` evaluated ``rows`` values of its first index at a time."""
+    var, n0 = fn.out_vars[0], out_shape[0]
+    starts = list(range(0, n0, rows))
+    keep = len(starts) <= 16  # a few chunk kernels are kept; many are planned per call
+    kernels: dict[int, Kernel] = {}
+
+    def chunk(start: int) -> Kernel:
+        k = kernels.get(start)
+        if k is None:
+            size = min(rows, n0 - start)
+            body = substitute(fn.body, {var: Affine.variable(var) + start})
+            sub = definition(
+                fn.out_name, fn.out_vars, (size, *out_shape[1:]), body, shapes, fn.args
+            )
+            k = lower_numpy(
+                sub,
+                {a: shapes[a] for a in sub.args},
+                dtype,
+                None,
+                sub.output_shape(**{a: shapes[a] for a in sub.args}),
+            )
+            if keep:
+                kernels[start] = k
+        return k
+
+    def run(arrays):
+        out = np.empty(out_shape, dtype=dtype)
+        for start in starts:
+            out[start : start + rows] = chunk(start)(arrays)
+        return out
+
+    text = f"vectorized plan of {fn} in chunks of {rows} along {var}"
+    return Kernel("numpy", run, tuple(out_shape), dtype, text)
+
+
+def _stage_kernel(stage: Stage, program: Program, backend: str) -> Kernel:
+    shapes = {a: program.shapes[a] for a in stage.fn.args}
+    dtype = program.dtype
+    if backend == "einsum":
+        k = _einsum_kernel(stage, program, stage.fn.args)
+        if k is not None:
+            return k
+        backend = "numpy"
+    if backend == "numba":
+        from tadiff.index.compile.numba_backend import lower_numba
+
+        return lower_numba(stage.fn, stage.nest, shapes, dtype, stage.out_shape)
+    if backend == "triton":
+        from tadiff.index.compile.triton_backend import lower_triton
+
+        params = stage.fn._params(shapes)
+        return lower_triton(stage.fn, shapes, dtype, params, stage.out_shape)
+    return _numpy_kernel(stage, shapes, dtype)
+
+
+def lower_program(
+    fn,
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype,
+    backend: str = "auto",
+    known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
+) -> Kernel:
+    """The kernel of ``fn`` for these shapes: its program, each stage on a backend.
+
+    Args:
+        fn: a TensorFunction.
+        shapes: argument name -> shape.
+        dtype: float32 or float64.
+        backend: ``"auto"``, ``"numpy"``, ``"numba"`` or ``"triton"`` (``"einsum"`` is handled
+            by the caller).
+        known: saved values the kernel may read, ``name -> (TensorFunction, shape)`` (see
+            :func:`~tadiff.index.compile.schedule.plan_program`); the caller passes their
+            arrays under those names.
+
+    Returns:
+        A :class:`~tadiff.index.compile.vectorized.Kernel`; its ``program`` attribute is the plan.
+    """
+    dtype = np.dtype(dtype)
+    if backend == "numba" and not _numba_available():
+        raise MissingDependencyError("the numba backend", "numba", "numba")
+    if backend == "triton":
+        try:
+            import torch  # noqa: F401
+            import triton  # noqa: F401
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise MissingDependencyError("the triton backend", e.name or "triton", "triton") from e
+    if backend not in ("auto", "numpy", "numba", "triton"):
+        raise InputError(f"lower_program: unknown backend {backend!r}")
+    program = plan_program(fn, shapes, dtype, known)
+    choices = stage_backends(program, backend)
+    kernels = [_stage_kernel(s, program, b) for s, b in zip(program.stages, choices, strict=True)]
+    names = [s.fn.out_name for s in program.stages]
+    out_shape = tuple(program.stages[-1].out_shape)
+
+    if len(kernels) == 1:
+        only = kernels[0]
+        run = only._run
+    else:
+
+        def run(arrays):
+            values = dict(arrays)
+            for name, k in zip(names, kernels, strict=True):
+                values[name] = k(values)
+            return values[names[-1]]
+
+    used = list(dict.fromkeys(k.backend for k in kernels))
+    source = "\n\n".join(k.source for k in kernels)
+    result = Kernel("+".join(used), run, out_shape, dtype, source)
+    result.program = program
+    result.stage_backends = [k.backend for k in kernels]
+    return result
