@@ -309,7 +309,8 @@ def plan_window_gemm(
             break
         window |= negative
     if _BLOCKS and not window:
-        return _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale)
+        blocks = _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale)
+        return _no_more_work(blocks, length, ndim)
     terms = int(np.prod([length(a) for a in window], dtype=np.int64))
     if not window or terms > _MAX_TERMS or any(length(a) > _MAX_WINDOW for a in window):
         return None
@@ -318,8 +319,18 @@ def plan_window_gemm(
         blocks = _plan_blocks(factors, forms, shapes, length, summed, window, ndim, dtype, scale)
     views = _plan_views(ops, window, summed, length, ndim, dtype, scale)
     if blocks is not None and (views is None or _copies_whole(views)):
-        return blocks
-    return None if views is None else views.run
+        return _no_more_work(blocks, length, ndim)
+    return None if views is None else _no_more_work(views.run, length, ndim)
+
+
+def _no_more_work(run, length, ndim: int):
+    """``run``, unless its products do asymptotically more work than the definition: a
+    depthwise convolution's channel index is in both factors and in the output, and a product
+    over it would multiply every channel with every other (c**2 for a c-wide function)."""
+    if run is None:
+        return None
+    natural = 2 * int(np.prod([length(a) for a in range(ndim)], dtype=np.int64))
+    return None if run.__self__.flops > 4 * natural else run
 
 
 def _copies_whole(plan: _Plan) -> bool:
