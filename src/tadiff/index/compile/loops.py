@@ -184,6 +184,8 @@ class Nest:
         order: the loop order of the root, outermost first.
         placed: per placed subexpression ``(node, iterations, {index: (lo, hi)})``.
         peak: the most iterations of one block (what a vectorized evaluation materializes).
+        zero_fill: whether the output must be zero-filled before the nest runs (it
+            accumulates, or a delta leaves most of it zero).
     """
 
     body: list
@@ -195,6 +197,7 @@ class Nest:
     order: tuple[str, ...]
     placed: list
     peak: float = 1.0
+    zero_fill: bool = False
 
     @property
     def cost(self) -> float:
@@ -573,6 +576,7 @@ def build_nest(
     accumulate = order != tuple(out_vars)
     chain = _root_chain(body)
     sums = {s.var: s for s in chain[2]} if accumulate else {}
+    body, pinned = (body, {}) if accumulate else _pin_deltas(body, order)
     opened = []
     for position, var in enumerate(order):
         if var in sums:
@@ -582,6 +586,8 @@ def build_nest(
             d = out_vars.index(var)
             lower = (Affine.constant(0),)
             upper = (Affine.variable(size_param(out_name, d)) - 1,)
+            if var in pinned:  # a delta fixes it: one value, where it is in range
+                lower, upper = (*lower, pinned[var]), (*upper, pinned[var])
         opened.append(
             b.open_loop(
                 var, lower, upper, len(b.chain) - 1, parallel=position == 0 and not sums.get(var)
@@ -595,7 +601,46 @@ def build_nest(
     b.store(out_name, tuple(Affine.variable(v) for v in out_vars), value, accumulate)
     for loop, *saved in reversed(opened):
         b.close_loop(loop, *saved)
-    return Nest(b.root, out_name, accumulate, b.ops, b.loads, b.stores, order, b.placed, b.peak)
+    if pinned:  # the zeros the delta leaves are written once, by the fill
+        b.stores += math.prod(out_shape)
+    return Nest(
+        b.root,
+        out_name,
+        accumulate,
+        b.ops,
+        b.loads,
+        b.stores,
+        order,
+        b.placed,
+        b.peak,
+        zero_fill=accumulate or bool(pinned),
+    )
+
+
+def _pin_deltas(body: Node, order: tuple[str, ...]) -> tuple[Node, dict[str, Affine]]:
+    """A root ``where(v == e, value, 0)`` over output indices: the loop over ``v`` runs over
+    the single value ``e`` (an affine function of indices before it in ``order``) and the
+    output is zero-filled first, instead of testing every element (a diagonal's gradient
+    writes ``n`` values into an ``n x n`` zero matrix, not ``n**2`` comparisons)."""
+    if not isinstance(body, Where) or body.other is not ir.ZERO:
+        return body, {}
+    pinned: dict[str, Affine] = {}
+    kept = []
+    for c in body.conds:
+        target = None
+        if c.kind == "eq" and c.expr.is_integral:
+            used = [v for v in c.expr.variables if v in order]
+            if used and len(used) == len(c.expr.variables):
+                last = max(used, key=order.index)
+                coeff = c.expr.coeff(last)
+                if abs(coeff) == 1 and last not in pinned:
+                    target = last
+                    pinned[last] = -(c.expr - coeff * Affine.variable(last)) * coeff
+        if target is None:
+            kept.append(c)
+    if not pinned:
+        return body, {}
+    return ir.where(kept, body.then), pinned
 
 
 def _product(rest: list[Node], inner: Node) -> Node:

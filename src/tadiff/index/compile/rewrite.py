@@ -54,6 +54,7 @@ __all__ = [
     "provably_nonempty",
     "replace_node",
     "reuse_known",
+    "sum_swaps",
 ]
 
 Box = Mapping[str, tuple[int, int]]
@@ -77,6 +78,37 @@ def product_factors(node: Node) -> tuple[float, list[Node]]:
         s, f = product_factors(node.args[0])
         return -s, f
     return 1.0, [node]
+
+
+def quotient_factors(node: Node) -> tuple[float, list[Node], list[Node]]:
+    """``node`` as ``scale * prod(factors) / prod(divisors)`` through mul/neg/div/constants.
+
+    Example:
+        >>> x, y = ir.access("x", ()), ir.access("y", ())
+        >>> quotient_factors(ir.div(ir.mul(ir.const(3.0), x), y))
+        (3.0, [<Access x[]>], [<Access y[]>])
+    """
+    if isinstance(node, Op) and node.op == "div":
+        sa, fa, da = quotient_factors(node.args[0])
+        sb, fb, db = quotient_factors(node.args[1])
+        if sb == 0.0:
+            return 1.0, [node], []
+        return sa / sb, fa + db, da + fb
+    if isinstance(node, Op) and node.op == "mul":
+        sa, fa, da = quotient_factors(node.args[0])
+        sb, fb, db = quotient_factors(node.args[1])
+        return sa * sb, fa + fb, da + db
+    if isinstance(node, Op) and node.op == "neg":
+        s, f, d = quotient_factors(node.args[0])
+        return -s, f, d
+    if isinstance(node, Const):
+        return node.value, [], []
+    return 1.0, [node], []
+
+
+def _quotient(scale: float, factors: list[Node], divisors: list[Node]) -> Node:
+    top = product(scale, factors)
+    return ir.div(top, product(1.0, divisors)) if divisors else top
 
 
 def product(scale: float, factors: list[Node]) -> Node:
@@ -181,19 +213,20 @@ def factor_sums(node: Node, box: Box, params: Mapping[str, int]) -> Node:
             except KeyError:  # a bound on an index the box does not know: move nothing
                 inner_box[n.var], nonempty = (0, 0), False
             body = go(n.body, inner_box)
-            scale, factors = product_factors(body)
-            outside = [
-                f
-                for f in factors
-                if n.var not in free_indices(f) and (nonempty or not has_access(f))
-            ]
-            if not outside and scale == 1.0:
+            scale, factors, divisors = quotient_factors(body)
+
+            def movable(f: Node) -> bool:
+                return n.var not in free_indices(f) and (nonempty or not has_access(f))
+
+            out_num = [f for f in factors if movable(f)]
+            out_den = [f for f in divisors if movable(f)]
+            if not out_num and not out_den and scale == 1.0:
                 out = ir.sum_over(n.var, n.lower, n.upper, body)
             else:
-                inside = [f for f in factors if all(f is not g for g in outside)]
-                out = product(
-                    scale, [*outside, ir.sum_over(n.var, n.lower, n.upper, product(1.0, inside))]
-                )
+                in_num = [f for f in factors if all(f is not g for g in out_num)]
+                in_den = [f for f in divisors if all(f is not g for g in out_den)]
+                total = ir.sum_over(n.var, n.lower, n.upper, _quotient(1.0, in_num, in_den))
+                out = _quotient(scale, [*out_num, total], out_den)
         memo[key] = out
         return out
 
@@ -394,3 +427,43 @@ def replace_node(body: Node, old: Node, new: Node) -> Node:
         return out
 
     return go(body)
+
+
+def sum_swaps(body: Node, limit: int = 4) -> list[Node]:
+    """Bodies with one pair of nested sums exchanged: ``sum[d](a(d) * sum[j](b(d, j)))``
+    becomes ``sum[j](sum[d](a(d) * b(d, j)))`` (the inner range must not depend on ``d``).
+
+    After :func:`factor_sums` this can turn a sum recomputed for every ``(i, e)`` into one over
+    fewer indices (``sum[d](dy[i, d] * v[j, d])``, a value of ``(i, j)``): the contraction order
+    of a product of sums. The scheduler plans each and keeps the cheapest.
+
+    Example:
+        >>> from tadiff.index import define
+        >>> f = define("y[i] = sum[d](a[i, d] * sum[j](b[d, j]))")
+        >>> print(sum_swaps(f.body)[0])
+        sum[j=0:b.shape[1], d=0:a.shape[1]](a[i, d] * b[d, j])
+    """
+    out = []
+    for node in walk(body):
+        if not isinstance(node, Sum):
+            continue
+        scale, factors = product_factors(node.body)
+        inner = [f for f in factors if isinstance(f, Sum)]
+        if len(inner) != 1:
+            continue
+        t = inner[0]
+        if any(node.var in b.variables for b in (*t.lower, *t.upper)) or t.var == node.var:
+            continue
+        if t.var in free_indices(node):
+            continue  # the inner index would capture a free index of the outer sum
+        rest = [f for f in factors if f is not t]
+        swapped = ir.sum_over(
+            t.var,
+            t.lower,
+            t.upper,
+            ir.sum_over(node.var, node.lower, node.upper, product(scale, [*rest, t.body])),
+        )
+        out.append(replace_node(body, node, swapped))
+        if len(out) == limit:
+            break
+    return out

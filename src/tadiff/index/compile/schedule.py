@@ -52,6 +52,7 @@ from tadiff.index.compile.rewrite import (
     factor_sums,
     replace_node,
     reuse_known,
+    sum_swaps,
 )
 from tadiff.index.expr import Affine, Node, Sum, free_indices, index_exprs, is_param, walk
 
@@ -255,6 +256,8 @@ def _best_nest(body, name, out_vars, out_shape, params) -> Nest:
     return best
 
 
+_MAX_TEMPORARIES = 8  # per stage: each is a planning round, tried only where it pays off
+
 _COSTLY = ("exp", "log", "pow", "tanh", "sigmoid", "sin", "cos", "tan")
 
 
@@ -278,7 +281,7 @@ class _Planner:
     def stages(self, name, out_vars, out_shape, body, hint, depth=0) -> list[Stage]:
         nest = _best_nest(body, name, out_vars, out_shape, self.params)
         before: list[Stage] = []
-        for _ in range(3 if depth < 2 else 0):
+        for _ in range(_MAX_TEMPORARIES if depth < 2 else 0):
             found = self._temporary(name, out_vars, out_shape, body, nest, hint, depth)
             if found is None:
                 break
@@ -348,11 +351,15 @@ def plan_program(
     Returns:
         A :class:`Program`; its stages' definitions read ``fn``'s arguments, the known values
         listed in :attr:`Program.saved` and earlier stages.
+
+    Raises:
+        ShapeError, BoundsError: shapes that do not fit the definition.
     """
     dtype = np.dtype(dtype)
     shapes = {n: tuple(int(d) for d in s) for n, s in shapes.items()}
     params = fn._params(shapes)
     out_shape = tuple(fn.output_shape(**shapes))
+    _shapes.check_bounds(fn.body, fn.out_vars, out_shape, params, shapes)
     body = fn.body
     notes: list[str] = []
     all_shapes = dict(shapes)
@@ -374,8 +381,23 @@ def plan_program(
         body = factored
         notes.append("factors independent of a sum's index moved out of the sum")
     taken = set(all_shapes) | {fn.out_name} | {v for n in walk(body) for v in free_indices(n)}
-    planner = _Planner(all_shapes, params, dtype.itemsize, memory_budget(), taken)
-    stages = planner.stages(fn.out_name, fn.out_vars, out_shape, body, tuple(fn.args))
+    best = None
+    # the body as written (factored), and with one pair of nested sums exchanged: the order
+    # in which a product of sums is contracted; the cheapest plan is kept
+    variants = [body]
+    for swapped in sum_swaps(body):
+        swapped = factor_sums(swapped, box, params)
+        if _in_bounds(swapped, fn.out_vars, out_shape, all_shapes):
+            variants.append(swapped)
+    for variant in variants:
+        planner = _Planner(all_shapes, params, dtype.itemsize, memory_budget(), taken)
+        found = planner.stages(fn.out_name, fn.out_vars, out_shape, variant, tuple(fn.args))
+        cost = sum(s.nest.cost for s in found)
+        if best is None or cost < 0.9 * best[0]:
+            best = (cost, planner, found, variant is not body)
+    _, planner, stages, swapped = best
+    if swapped:
+        notes.append("two nested sums exchanged (a cheaper contraction order)")
     for s in stages[:-1]:
         notes.append(f"{s.fn.out_name} is computed once per binding of its indices")
     return Program(fn, stages, planner.shapes, dtype, saved, notes)

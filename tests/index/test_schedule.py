@@ -1,0 +1,324 @@
+"""The scheduler: programs of loop nests, their cost estimates, and what they compute.
+
+* The cheap-gradient bound, statically: over a corpus of definitions (kernel sums, RBF
+  matrices, the tech report's example, convolutions strided, dilated and depthwise, pooling,
+  stencils, softmax, logsumexp, layer norm, attention, bilinear forms, flattening, diagonal,
+  outer products, contractions, elementary functions...), every derivative's estimated work
+  (operations, loads, stores) is at most 4 times its forward's, plus the writes of the gradient
+  itself (a diagonal's gradient is a full matrix of mostly zeros: it must at least be written).
+* Every planned program — forward, and each derivative reading the saved forward output — run
+  as plain Python loops (the exact nests the Numba backend compiles) equals the reference
+  interpreter; a subset runs compiled by Numba, float32 and float64.
+* Rewrites that would read out of bounds are not made (a factor moved out of a sum that can be
+  empty, a value hoisted out of a ``where``), and the NumPy lowering stays under its memory
+  budget.
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from tadiff.index import define
+from tadiff.index.compile import kernel
+from tadiff.index.compile.numba_backend import run_in_python
+from tadiff.index.compile.schedule import memory_budget, plan_program, set_memory_budget
+
+N = 200
+# (definition, shapes for the cost estimates, small shapes for loops run by Python)
+CORPUS = [
+    (
+        "out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])",
+        {"a": (N, 16), "b": (N + 7, 16), "v": (N + 7,)},
+        {"a": (5, 3), "b": (6, 3), "v": (6,)},
+    ),
+    (
+        "K[i,j] = exp(-sum[q]((a[i,q]-b[j,q])**2))",
+        {"a": (N, 16), "b": (N + 7, 16)},
+        {"a": (5, 3), "b": (4, 3)},
+    ),
+    (
+        "f[i,j] = exp(-sum[k]((a[i,k]+b[j,k])**2 * c[i,i] + d[i+k]**3))",
+        {"a": (N, 16), "b": (N, 16), "c": (N, N), "d": (N + 15,)},
+        {"a": (5, 3), "b": (4, 3), "c": (5, 5), "d": (7,)},
+    ),
+    (
+        "y[b,o,t] = sum[c,k](x[b,c,t+k] * w[o,c,k])",
+        {"x": (4, 8, 64), "w": (6, 8, 5)},
+        {"x": (2, 3, 9), "w": (2, 3, 3)},
+    ),
+    (
+        "y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])",
+        {"x": (4, 8, 64), "w": (6, 8, 5)},
+        {"x": (2, 3, 10), "w": (2, 3, 3)},
+    ),
+    (
+        "y[b,o,t] = sum[c,k](x[b,c,t+2*k] * w[o,c,k])",
+        {"x": (4, 8, 64), "w": (6, 8, 5)},
+        {"x": (2, 3, 10), "w": (2, 3, 3)},
+    ),
+    (
+        "y[b,o,h,v] = sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])",
+        {"x": (2, 4, 16, 16), "w": (5, 4, 3, 3)},
+        {"x": (1, 2, 5, 6), "w": (2, 2, 2, 3)},
+    ),
+    (
+        "y[b,o,h,v] = sum[c,i,j](x[b,c,2*h+i,2*v+j] * w[o,c,i,j])",
+        {"x": (2, 4, 16, 16), "w": (5, 4, 3, 3)},
+        {"x": (1, 2, 7, 6), "w": (2, 2, 3, 2)},
+    ),
+    (
+        "y[b,c,t] = sum[k](x[b,c,2*t+k] * w[c,k])",
+        {"x": (4, 16, 128), "w": (16, 7)},
+        {"x": (2, 3, 11), "w": (3, 3)},
+    ),
+    ("y[b,c,t] = sum[k=0:2](x[b,c,2*t+k]) / 2", {"x": (4, 16, 128)}, {"x": (2, 3, 9)}),
+    ("y[b,c,t] = maximum(x[b,c,2*t], x[b,c,2*t+1])", {"x": (4, 16, 128)}, {"x": (2, 3, 9)}),
+    (
+        # explicit sizes: x[i, j+1] uses i plainly, which would make i run over all of x
+        "y[i:30, j:40] = 4*x[i+1,j+1] - x[i,j+1] - x[i+2,j+1] - x[i+1,j] - x[i+1,j+2]",
+        {"x": (32, 42)},
+        {"x": (32, 42)},
+    ),
+    ("y[i:998] = x[i] - 2*x[i+1] + x[i+2]", {"x": (1000,)}, {"x": (1000,)}),
+    ("y[i,j] = exp(x[i,j]) / sum[k](exp(x[i,k]))", {"x": (N, 64)}, {"x": (4, 5)}),
+    ("y[i] = log(sum[k](exp(x[i,k])))", {"x": (N, 64)}, {"x": (4, 5)}),
+    (
+        "y[i,j] = (x[i,j] - sum[k](x[i,k]) / 64)"
+        " / sqrt(sum[k]((x[i,k] - sum[l](x[i,l]) / 64)**2) / 64 + 0.00001)",
+        {"x": (N, 64)},
+        {"x": (3, 4)},  # the interpreter's cost is 4th-order in the row length
+    ),
+    (
+        "s[b,i,j] = sum[d](q[b,i,d] * k[b,j,d]) * 0.125",
+        {"q": (2, 64, 16), "k": (2, 80, 16)},
+        {"q": (2, 3, 4), "k": (2, 5, 4)},
+    ),
+    (
+        "o[i,d] = sum[j](exp(sum[e](q[i,e] * k[j,e])) * v[j,d])"
+        " / sum[j](exp(sum[e](q[i,e] * k[j,e])))",
+        {"q": (64, 16), "k": (80, 16), "v": (80, 16)},
+        {"q": (4, 3), "k": (5, 3), "v": (5, 2)},
+    ),
+    (
+        "y[b] = sum[i,j](x[b,i] * A[i,j] * z[b,j])",
+        {"x": (16, 32), "A": (32, 40), "z": (16, 40)},
+        {"x": (3, 4), "A": (4, 5), "z": (3, 5)},
+    ),
+    ("f[s, t:10] = x[10*s + t]", {"x": (1000,)}, {"x": (35,)}),
+    ("y[i] = x[i,i]", {"x": (100, 100)}, {"x": (5, 5)}),
+    ("y[i,j] = a[i] * b[j]", {"a": (100,), "b": (120,)}, {"a": (4,), "b": (5,)}),
+    (
+        "z[i,j] = sum[k](x[i,k] * w[k,j])",
+        {"x": (64, 32), "w": (32, 48)},
+        {"x": (3, 4), "w": (4, 5)},
+    ),
+    (
+        "z[b,i,j] = sum[k](x[b,i,k] * w[b,k,j])",
+        {"x": (4, 32, 16), "w": (4, 16, 24)},
+        {"x": (2, 3, 4), "w": (2, 4, 5)},
+    ),
+    ("y[j,i] = x[i,j]", {"x": (64, 32)}, {"x": (3, 4)}),
+    ("s[] = sum[i](a[i,i])", {"a": (64, 64)}, {"a": (5, 5)}),
+    ("y[i] = x[x.shape[0] - 1 - i]", {"x": (100,)}, {"x": (6,)}),
+    ("y[i:100] = sum[k=0:i+1](x[k])", {"x": (100,)}, {"x": (100,)}),
+    (
+        "y[i] = tanh(x[i]) * sigmoid(z[i]) + sin(x[i])**2",
+        {"x": (500,), "z": (500,)},
+        {"x": (6,), "z": (6,)},
+    ),
+    (
+        "y[i] = log(sum[k](w[k] * exp(-sum[d]((x[i,d] - mu[k,d])**2))))",
+        {"x": (N, 8), "w": (10,), "mu": (10, 8)},
+        {"x": (4, 3), "w": (5,), "mu": (5, 3)},
+    ),
+    (
+        "K[i,j] = (sum[d](a[i,d] * b[j,d]) + 1)**3",
+        {"a": (N, 16), "b": (N, 16)},
+        {"a": (4, 3), "b": (5, 3)},
+    ),
+    (
+        "c[i,j] = sum[d](a[i,d] * b[j,d]) / sqrt(sum[d](a[i,d]**2) * sum[d](b[j,d]**2))",
+        {"a": (N, 16), "b": (N, 16)},
+        {"a": (4, 3), "b": (5, 3)},
+    ),
+    (
+        "y[i,j] = sqrt(sum[d](w[d] * (a[i,d] - b[j,d])**2))",
+        {"a": (N, 16), "b": (N, 16), "w": (16,)},
+        {"a": (4, 3), "b": (5, 3), "w": (3,)},
+    ),
+    ("y[i,j:3] = exp(x[3*i+j])", {"x": (50,)}, {"x": (50,)}),
+]
+
+
+def _programs(source, shapes, dtype=np.float64):
+    """The forward's program, and each derivative's reading the saved forward output."""
+    f = define(source)
+    out = f.output_shape(**shapes)
+    forward = plan_program(f, shapes, dtype)
+    grads = {}
+    for name in f.args:
+        g = f.grad(name)
+        known = {} if f.out_name in g.args else {f.out_name: (f, out)}
+        grads[name] = plan_program(g, {**shapes, f.grad_name: out}, dtype, known)
+    return f, out, forward, grads
+
+
+def test_corpus_has_at_least_thirty_definitions():
+    assert len(CORPUS) >= 30
+
+
+@pytest.mark.parametrize(("source", "shapes", "small"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_every_derivative_costs_at_most_four_forwards(source, shapes, small):
+    f, _, forward, grads = _programs(source, shapes)
+    for name, program in grads.items():
+        written = math.prod(shapes[name])  # the gradient must at least be written
+        assert program.cost <= 4 * forward.cost + written, (
+            f"d/d{name}: {program.cost:.3g} against forward {forward.cost:.3g}\n"
+            + program.explain(loops=False)
+        )
+
+
+def _arrays(f, shapes, rng):
+    # values in (0.2, 0.6): kernels and exponentials stay in a well-scaled range
+    return {n: rng.uniform(0.2, 0.6, size=shapes[n]) for n in f.args}
+
+
+SMALL = [
+    ("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])", {"a": (5, 3), "b": (6, 3), "v": (6,)}),
+    ("f[i,j] = exp(-sum[k]((a[i,k]+b[j,k])**2 * c[i,i] + d[i+k]**3))",
+     {"a": (5, 3), "b": (4, 3), "c": (5, 5), "d": (7,)}),
+    ("o[i,d] = sum[j](exp(sum[e](q[i,e] * k[j,e])) * v[j,d]) / sum[j](exp(sum[e](q[i,e] * k[j,e])))",
+     {"q": (4, 3), "k": (5, 3), "v": (5, 2)}),
+    ("y[i,j] = (x[i,j] - sum[k](x[i,k]) / 4) / sqrt(sum[k]((x[i,k] - sum[l](x[i,l]) / 4)**2) / 4 + 0.00001)",
+     {"x": (3, 4)}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "shapes", "small"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_every_planned_program_computes_what_the_interpreter_computes(source, shapes, small):
+    _check_programs(define(source), small, np.random.default_rng(0), np.float64)
+
+
+def _check_programs(f, shapes, rng, dtype, run=run_in_python, tol=1e-12):
+    arrays = _arrays(f, shapes, rng)
+    out_shape = f.output_shape(**shapes)
+    forward = plan_program(f, shapes, dtype)
+    y = run(forward, arrays)
+    np.testing.assert_allclose(y, f.reference(**arrays), rtol=tol, atol=tol, err_msg=str(f))
+    dy = rng.normal(size=out_shape)
+    for name in f.args:
+        g = f.grad(name)
+        known = {} if f.out_name in g.args else {f.out_name: (f, out_shape)}
+        program = plan_program(g, {**shapes, f.grad_name: out_shape}, dtype, known)
+        inputs = {**arrays, f.grad_name: dy, f.out_name: y}
+        expected = g.reference(**arrays, **{f.grad_name: dy})
+        got = run(program, inputs)
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=tol, err_msg=program.explain())
+
+
+@pytest.mark.parametrize(("source", "shapes"), SMALL, ids=[c[0] for c in SMALL])
+def test_schedules_with_temporaries_swaps_and_interchanges_run_right(source, shapes):
+    _check_programs(define(source), shapes, np.random.default_rng(1), np.float64)
+
+
+def test_the_planner_uses_each_technique_on_the_corpus():
+    # each rewrite is exercised by the corpus (else the tests above would not test it)
+    seen = set()
+    for source, shapes, _ in CORPUS:
+        _, _, forward, grads = _programs(source, shapes)
+        for program in [forward, *grads.values()]:
+            text = program.explain(loops=False)
+            seen.update(
+                key
+                for key, marker in {
+                    "saved": "reads the saved forward value",
+                    "factored": "moved out of the sum",
+                    "temporary": "(temporary)",
+                    "swap": "nested sums exchanged",
+                    "interchange": "output accumulated inside the sums",
+                }.items()
+                if marker in text
+            )
+    assert seen == {"saved", "factored", "temporary", "swap", "interchange"}
+
+
+def test_rbf_gradient_reads_the_forward_and_accumulates_rows():
+    f = define("K[i,j] = exp(-sum[q]((a[i,q]-b[j,q])**2))")
+    shapes = {"a": (300, 32), "b": (250, 32)}
+    _, _, forward, grads = _programs("K[i,j] = exp(-sum[q]((a[i,q]-b[j,q])**2))", shapes)
+    program = grads["a"]
+    assert program.saved == ("K",)
+    (stage,) = program.stages
+    assert stage.nest.order == ("i", "j", "q") and stage.nest.accumulate
+    # the forward's inner sum over q is gone from the gradient: one pass of i, j, q
+    assert "exp" not in stage.nest.text()
+    assert program.cost <= 2 * forward.cost
+    text = f.explain(a=(300, 32), b=(250, 32))
+    assert "gradient wrt a" in text and "reads the saved forward value K" in text
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("source", "shapes"), SMALL[:3], ids=[c[0] for c in SMALL[:3]])
+def test_numba_compiles_the_planned_nests(source, shapes, dtype):
+    pytest.importorskip("numba")
+    from tadiff.index.compile.lower import lower_program
+
+    def run(program, arrays):
+        fn = program.fn
+        known = {n: (fn.parent[0] if fn.parent else fn, arrays[n].shape) for n in program.saved}
+        k = lower_program(fn, {a: arrays[a].shape for a in fn.args}, dtype, "numba", known)
+        assert k.backend == "numba"
+        got = k({n: np.asarray(a, dtype) for n, a in arrays.items()})
+        assert got.dtype == dtype
+        return got
+
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    _check_programs(define(source), shapes, np.random.default_rng(2), dtype, run, tol)
+
+
+def test_a_factor_is_not_moved_out_of_a_sum_that_can_be_empty():
+    # at i = 0 the sum is empty and x[i - 1] is never read; outside the sum it would be x[-1]
+    f = define("y[i:5] = sum[k=0:i](x[i - 1] * z[k])")
+    program = plan_program(f, {"x": (5,), "z": (5,)})
+    assert "moved out" not in program.explain()
+    arrays = {"x": np.arange(1.0, 6.0), "z": np.ones(5)}
+    np.testing.assert_array_equal(run_in_python(program, arrays), f.reference(**arrays))
+
+
+def test_an_access_is_not_hoisted_out_of_a_where():
+    # x[i - 1] is only valid where i >= 1: it stays inside the if, though it depends on i only
+    f = define("y[i, j] = where(i >= 1, x[i - 1], 0) * z[j]")
+    program = plan_program(f, {"x": (4,), "z": (3,)}, np.float64)
+    text = program.stages[-1].nest.text()
+    load = next(k for k, line in enumerate(text.splitlines()) if "load x[" in line)
+    cond = next(k for k, line in enumerate(text.splitlines()) if line.strip().startswith("if"))
+    assert load > cond, text
+    arrays = {"x": np.arange(1.0, 5.0), "z": np.ones(3)}
+    np.testing.assert_array_equal(run_in_python(program, arrays), f.reference(**arrays))
+
+
+def test_numpy_lowering_stays_under_the_memory_budget():
+    # the kernel sum's iteration space is i x j x q = 2000 x 2000 x 8 float64: 256 MB at once
+    f = define("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])")
+    rng = np.random.default_rng(3)
+    arrays = {"a": rng.normal(size=(2000, 8)), "b": rng.normal(size=(2000, 8)), "v": np.ones(2000)}
+    previous = set_memory_budget(2**23)
+    try:
+        k = kernel(f, {n: a.shape for n, a in arrays.items()}, np.float64, "numpy")
+        tracemalloc.start()
+        got = k(arrays)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
+        set_memory_budget(previous)
+    assert memory_budget() == previous
+    assert "chunks" in k.source
+    # the budget with room for the chunk's output and NumPy's own temporaries of a reduction
+    assert peak < 3 * 2**23, peak
+    rows = slice(0, 7)
+    small = {"a": arrays["a"][rows], "b": arrays["b"], "v": arrays["v"]}
+    np.testing.assert_allclose(got[rows], f.reference(**small), rtol=1e-12)
