@@ -173,7 +173,7 @@ def test_corpus_has_at_least_thirty_definitions():
 
 @pytest.mark.parametrize(("source", "shapes", "small"), CORPUS, ids=[c[0] for c in CORPUS])
 def test_every_derivative_costs_at_most_four_forwards(source, shapes, small):
-    f, _, forward, grads = _programs(source, shapes)
+    _, _, forward, grads = _programs(source, shapes)
     for name, program in grads.items():
         written = math.prod(shapes[name])  # the gradient must at least be written
         assert program.cost <= 4 * forward.cost + written, (
@@ -187,15 +187,12 @@ def _arrays(f, shapes, rng):
     return {n: rng.uniform(0.2, 0.6, size=shapes[n]) for n in f.args}
 
 
+# the corpus entries whose plans use temporaries, exchanged sums and accumulation in the output
 SMALL = [
-    ("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])", {"a": (5, 3), "b": (6, 3), "v": (6,)}),
-    ("f[i,j] = exp(-sum[k]((a[i,k]+b[j,k])**2 * c[i,i] + d[i+k]**3))",
-     {"a": (5, 3), "b": (4, 3), "c": (5, 5), "d": (7,)}),
-    ("o[i,d] = sum[j](exp(sum[e](q[i,e] * k[j,e])) * v[j,d]) / sum[j](exp(sum[e](q[i,e] * k[j,e])))",
-     {"q": (4, 3), "k": (5, 3), "v": (5, 2)}),
-    ("y[i,j] = (x[i,j] - sum[k](x[i,k]) / 4) / sqrt(sum[k]((x[i,k] - sum[l](x[i,l]) / 4)**2) / 4 + 0.00001)",
-     {"x": (3, 4)}),
-]  # fmt: skip
+    (source, small)
+    for source, _, small in CORPUS
+    if source.startswith(("out[i] = ", "f[i,j] = exp", "o[i,d] = ", "y[i,j] = (x[i,j]"))
+]
 
 
 @pytest.mark.parametrize(("source", "shapes", "small"), CORPUS, ids=[c[0] for c in CORPUS])

@@ -13,9 +13,8 @@ and lowers each stage:
   ``TRITON_INTERPRET=1``).
 
 ``auto`` takes, per stage: einsum for a contraction; the NumPy evaluation where it makes
-window-unrolled BLAS products (convolutions) without more work than the loops; Numba's loops
-when numba is installed and the stage is large enough that compiling pays off
-(:data:`AUTO_NUMBA_MIN_WORK`); else NumPy.
+window-unrolled BLAS products (convolutions); Numba's loops when numba is installed and the
+stage is large enough that compiling pays off (:data:`AUTO_NUMBA_MIN_WORK`); else NumPy.
 
 Example:
     >>> import numpy as np
@@ -47,10 +46,11 @@ from tadiff.index.expr import Access, Affine, Index, Sum, substitute
 
 __all__ = ["AUTO_NUMBA_MIN_WORK", "lower_program", "stage_backends"]
 
-AUTO_NUMBA_MIN_WORK = 2e7
+AUTO_NUMBA_MIN_WORK = 1e6
 """Estimated operations (plus loads and stores) of a stage from which ``auto`` compiles it with
-Numba: below, the vectorized NumPy evaluation takes milliseconds, less than compiling (about
-a second, once per process before numba's disk cache has the kernel)."""
+Numba. Below, the vectorized NumPy evaluation takes about a millisecond; compiling a kernel
+takes one to a few seconds, once per machine (numba's disk cache keeps it for later
+processes)."""
 
 
 def _numba_available() -> bool:
@@ -75,18 +75,29 @@ def _is_contraction_like(stage: Stage) -> bool:
 
 def stage_backends(program: Program, backend: str) -> list[str]:
     """The backend each stage of ``program`` runs on when ``backend`` is asked for."""
-    out = []
+    return [name for name, _ in _choices(program, backend)]
+
+
+def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
+    """Per stage, the backend and, where choosing it needed one, its kernel already built."""
+    out: list[tuple[str, Kernel | None]] = []
+    numba = _numba_available()
     for stage in program.stages:
         if backend != "auto":
-            out.append(backend)
-        elif _einsum_kernel(stage, program, stage.fn.args) is not None:
-            out.append("einsum")
-        elif _is_contraction_like(stage):
-            out.append("numpy")
-        elif stage.nest.cost >= AUTO_NUMBA_MIN_WORK and _numba_available():
-            out.append("numba")
-        else:
-            out.append("numpy")
+            out.append((backend, None))
+            continue
+        k = _einsum_kernel(stage, program, stage.fn.args)
+        if k is not None:
+            out.append(("einsum", k))
+            continue
+        big = stage.nest.cost >= AUTO_NUMBA_MIN_WORK and numba
+        if _is_contraction_like(stage):
+            # BLAS products of windows (a convolution) beat loops; an im2col copy does not
+            k = _numpy_kernel(stage, {a: program.shapes[a] for a in stage.fn.args}, program.dtype)
+            if "window-unrolled" in k.source or not big:
+                out.append(("numpy", k))
+                continue
+        out.append(("numba", None) if big else ("numpy", None))
     return out
 
 
@@ -198,8 +209,10 @@ def lower_program(
     if backend not in ("auto", "numpy", "numba", "triton"):
         raise InputError(f"lower_program: unknown backend {backend!r}")
     program = plan_program(fn, shapes, dtype, known)
-    choices = stage_backends(program, backend)
-    kernels = [_stage_kernel(s, program, b) for s, b in zip(program.stages, choices, strict=True)]
+    kernels = [
+        k if k is not None else _stage_kernel(s, program, b)
+        for s, (b, k) in zip(program.stages, _choices(program, backend), strict=True)
+    ]
     names = [s.fn.out_name for s in program.stages]
     out_shape = tuple(program.stages[-1].out_shape)
 
