@@ -100,3 +100,60 @@ def test_cache_limit_rejects_nonsense(monkeypatch):
         cache._limit_from_environment()
     monkeypatch.setenv("TADIFF_KERNEL_CACHE", "32")
     assert cache._limit_from_environment() == 32
+
+
+def test_numba_jit_time_is_counted_and_the_machine_code_cached_on_disk(tmp_path):
+    pytest.importorskip("numba")
+    import subprocess
+    import sys
+
+    # a fresh process with an empty cache folder: its first call compiles, and numba writes
+    # the machine code next to the generated source for later processes
+    script = (
+        "import numpy as np, tadiff as td\n"
+        "from tadiff.index.compile import stats\n"
+        "f = td.define('y[i] = sum[k](x[i,k] * x[i,k])').using('numba')\n"
+        "f.evaluate({'x': np.ones((3, 4))})\n"
+        "s = stats()\n"
+        "print(s['jit_compilations'], s['jit_seconds'] > 0, s['by_backend'])\n"
+    )
+    env = {**__import__("os").environ, "TADIFF_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:2] == ["1", "True"]
+    folder = tmp_path / "numba"
+    sources = list(folder.glob("tadiff_kernel_*.py"))
+    assert len(sources) == 1
+    cached = [p for p in folder.rglob("*") if p.suffix in (".nbi", ".nbc")]
+    assert cached, f"no numba cache files in {folder}: {list(folder.rglob('*'))}"
+
+
+def test_float32_kernels_compute_in_float32():
+    pytest.importorskip("numba")
+    f = define("y[i] = sum[j](exp(-(x[i] - z[j])**2) * v[j])").using("numba")
+    rng = np.random.default_rng(5)
+    x, z, v = (rng.uniform(0, 1, size=n).astype(np.float32) for n in (50, 20000, 20000))
+    k = kernel(f, {"x": x.shape, "z": z.shape, "v": v.shape}, np.float32, "numba")
+    assert "DT = np.float32" in k.source and "float(" not in k.source
+    got = k({"x": x, "z": z, "v": v})
+    assert got.dtype == np.float32
+    exact = (np.exp(-((x[:, None] - z[None]).astype(np.float64) ** 2)) * v).sum(1)
+    # 20 000 positive terms added in float32: the rounding error of a sum of n terms is at most
+    # about n * eps relative (2e4 * 6e-8 = 1.2e-3); pairwise or vectorized order does better
+    np.testing.assert_allclose(got, exact, rtol=1.2e-3)
+
+
+def test_auto_takes_numba_for_large_stages_and_numpy_for_convolutions():
+    pytest.importorskip("numba")
+    from tadiff.index.compile.lower import AUTO_NUMBA_MIN_WORK, stage_backends
+    from tadiff.index.compile.schedule import plan_program
+
+    kernel_sum = define("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])")
+    big = plan_program(kernel_sum, {"a": (400, 8), "b": (400, 8), "v": (400,)}, np.float32)
+    assert big.cost >= AUTO_NUMBA_MIN_WORK and stage_backends(big, "auto") == ["numba"]
+    small = plan_program(kernel_sum, {"a": (4, 8), "b": (4, 8), "v": (4,)}, np.float32)
+    assert stage_backends(small, "auto") == ["numpy"]
+    conv = define(CONV2D)
+    plan = plan_program(conv, {"x": (8, 16, 28, 28), "w": (16, 16, 3, 3)}, np.float32)
+    assert plan.cost >= AUTO_NUMBA_MIN_WORK and stage_backends(plan, "auto") == ["numpy"]
+    assert stage_backends(plan, "numba") == ["numba"]

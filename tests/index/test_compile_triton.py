@@ -46,3 +46,39 @@ def test_block_boundaries_and_strided_window():
     got = kernel(grad, {k: v.shape for k, v in args.items()}, np.float64, "triton")(args)
     np.testing.assert_allclose(got, grad.evaluate(args, backend="numpy"), rtol=1e-12, atol=1e-12)
     assert "tl.program_id(0)" in grad.source("triton")
+
+
+def test_programs_with_temporaries_and_the_saved_forward_run_on_triton():
+    # the report's example: d/dd is two stages (a temporary over i, then a window sum over it)
+    # and reads the saved forward output; every stage is a Triton program
+    f = define("f[i,j] = exp(-sum[k]((a[i,k]+b[j,k])**2 * c[i,i] + d[i+k]**3))")
+    rng = np.random.default_rng(3)
+    arrays = {
+        "a": rng.uniform(0.2, 0.6, (5, 3)),
+        "b": rng.uniform(0.2, 0.6, (4, 3)),
+        "c": rng.uniform(0.2, 0.6, (5, 5)),
+        "d": rng.uniform(0.2, 0.6, (7,)),
+    }
+    y = f.reference(**arrays)
+    df = rng.normal(size=y.shape)
+    grad = f.grad("d")
+    shapes = {**{n: a.shape for n, a in arrays.items()}, "df": df.shape}
+    k = kernel(grad, shapes, np.float64, "triton", {"f": (f, y.shape)})
+    assert len(k.program.stages) == 2 and k.program.saved == ("f",)
+    assert k.stage_backends == ["triton", "triton"]
+    got = k({**arrays, "df": df, "f": y})
+    np.testing.assert_allclose(got, grad.reference(**arrays, df=df), rtol=1e-12, atol=1e-12)
+
+
+def test_torch_define_on_triton_reads_the_saved_output():
+    import tadiff.torch as tdt
+
+    op = tdt.define("K[i,j] = exp(-sum[q]((a[i,q]-b[j,q])**2))", backend="triton")
+    rng = np.random.default_rng(4)
+    a = torch.tensor(rng.normal(size=(5, 3)), requires_grad=True)
+    b = torch.tensor(rng.normal(size=(4, 3)), requires_grad=True)
+    op(a=a, b=b).sum().backward()
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    torch.exp(-((a2[:, None] - b2[None]) ** 2).sum(-1)).sum().backward()
+    torch.testing.assert_close(a.grad, a2.grad, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(b.grad, b2.grad, rtol=1e-12, atol=1e-12)
