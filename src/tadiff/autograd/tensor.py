@@ -269,7 +269,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if self.data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise DTypeError("len() of a 0-d tensor")  # a TypeError, as in torch
         return self.data.shape[0]
 
     def __bool__(self) -> bool:

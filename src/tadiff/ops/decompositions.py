@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tadiff.errors import InputError, ShapeError
+from tadiff.errors import InputError, LinAlgError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops import elementwise as ew
 from tadiff.ops import reductions as red
@@ -83,7 +83,7 @@ def _lapack(name: str, fn: Any, *arrays: Any) -> Any:
     try:
         return fn(*arrays)
     except np.linalg.LinAlgError as exc:
-        raise InputError(f"linalg.{name}: {exc} (the input is singular or not definite)") from None
+        raise LinAlgError(f"linalg.{name}: {exc} (the input is singular or not definite)") from None
     except ValueError as exc:
         shapes = " and ".join(str(a.shape) for a in arrays if isinstance(a, np.ndarray))
         raise ShapeError(

@@ -21,7 +21,15 @@ import numpy as np
 
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, record
+from tadiff.ops._common import (
+    Tensor,
+    _make,
+    _state,
+    as_tensor,
+    broadcasts_to,
+    not_broadcastable,
+    record,
+)
 from tadiff.ops._gamma import digamma_array, lgamma_array, polygamma_array
 from tadiff.ops.elementwise import _fix_dtype, _pair, _unary, add, clamp, div, mul, pow, sub, where
 
@@ -122,7 +130,10 @@ def square(x: Any) -> Tensor:
 def _binary(name: str, fn: Any, node: type, save_result: bool = False) -> Any:
     def op(a: Any, b: Any) -> Tensor:
         a, b = _pair(a, b, f"{name}() argument")
-        out = _fix_dtype(np.asarray(fn(a.data, b.data)), a)
+        try:
+            out = _fix_dtype(np.asarray(fn(a.data, b.data)), a)
+        except ValueError:
+            raise not_broadcastable(name, a, b) from None
         if (a._rg or b._rg) and _state.enabled:
             return record(node, out, (a, b), (a, b), (), save_result)
         return _make(out)
