@@ -183,13 +183,17 @@ def _execute(
     _state.enabled = create_graph
     anomaly = ANOMALY[0]
     try:
-        if targets is None:
-            _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly)
-        else:
-            _run_targeted(
-                ready, buffers, deps, keep_graph, create_graph, anomaly,
-                target_nodes, needed, captured, run_targets,
-            )  # fmt: skip
+        # Gradients at edge points are inf or NaN where torch's are (log at 0, a NaN upstream);
+        # NumPy's floating-point warnings about them would only be noise. One errstate for the
+        # whole pass: one per formula would cost as much as a small formula itself.
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            if targets is None:
+                _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly)
+            else:
+                _run_targeted(
+                    ready, buffers, deps, keep_graph, create_graph, anomaly,
+                    target_nodes, needed, captured, run_targets,
+                )  # fmt: skip
     finally:
         _state.enabled = previous_mode
     return captured

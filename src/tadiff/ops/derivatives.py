@@ -168,14 +168,46 @@ def _matmul_b(F: Any, g: Any, a: Any, b: Any) -> Any:
 def _pow_exponent(F: Any, g: Any, a: Any, b: Any, result: Any) -> Any:
     # d(a**b)/db = a**b log a; defined as 0 where a == 0 and b >= 0 (the limit torch uses)
     ad, bd = F.data(a), F.data(b)
-    safe = F.where((ad == 0) & (bd >= 0), 1, a)
-    return F.sum_to(_masked(F, (ad != 0) | (bd < 0), g * result * F.log(safe)), b.shape)
+    limit = (ad == 0) & (bd >= 0)
+    return F.sum_to(_masked(F, ~limit, g * result * F.log(F.where(limit, 1, a))), b.shape)
+
+
+def _pow_base(F: Any, g: Any, a: Any, b: Any, r: Any) -> Any:
+    # d(a**b)/da = b a**(b-1); exactly 0 where b == 0 (torch), also at a == 0 where a**-1 is inf
+    keep = F.data(b) != 0
+    return F.sum_to(_masked(F, keep, g * b * a ** F.where(keep, b - 1, 0)), a.shape)
+
+
+def _power(F: Any, x: Any, e: float) -> Any:
+    """``x ** e``, through ``sqrt`` for ``e = ±0.5`` as torch computes it (the sign of an
+    infinite result at ``-0.0`` follows: ``1 / sqrt(-0.0)`` is ``-inf``)."""
+    if e == 0.5:
+        return F.sqrt(x)
+    if e == -0.5:
+        return 1 / F.sqrt(x)
+    return x**e
+
+
+def _pow_scalar_base(F: Any, g: Any, x: Any, p: float) -> Any:
+    # d(x**p)/dx = p x**(p-1), and 0 for p == 0 (also at x == 0, where x**-1 is inf)
+    return g * p * _power(F, x, p - 1) if p != 0 else g * 0
+
+
+def _atan2_scale(F: Any, a: Any, b: Any) -> Any:
+    """``1 / (a² + b²)``, and 0 where that is infinite: torch's gradient of atan2 at (0, 0)."""
+    denom = a * a + b * b
+    infinite = np.isinf(1 / F.data(denom))
+    return _masked(F, ~infinite, 1 / F.where(infinite, 1, denom))
 
 
 def _pow_scalar_exponent(F: Any, g: Any, result: Any, base: float) -> Any:
-    import math
-
-    return g * result * math.log(base) if base > 0 else g * result * float("nan")
+    # d(base**b)/db = base**b log(base): NaN for a negative base; for base 0 torch takes the
+    # limit 0 where b >= 0, i.e. where the result is 0 or 1, and result·log 0 below
+    if base > 0:
+        return g * result * math.log(base)
+    if base < 0:
+        return g * result * math.nan
+    return _masked(F, ~(F.data(result) <= 1), g * result * -math.inf)
 
 
 def _norm2(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
@@ -186,13 +218,22 @@ def _norm2(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any
 
 
 def _variance(F: Any, g: Any, x: Any, dims: Any, keepdim: bool, correction: float, n: int) -> Any:
-    centered = x - F.mean(x, dims, True)
-    return F.unreduce(g, x.shape, dims, keepdim) * centered * (2.0 / (n - correction))
+    """``2 (x − mean) / (n − correction)``, with torch's values where no degrees of freedom
+    remain: over all dims inf (NaN where ``x`` equals its mean), over given dims ``2 / 0 = inf``
+    times ``x − mean``."""
+    dof = n - correction
+    if dims is None and dof <= 0:
+        xd = F.data(x)
+        return g * np.where(xd == xd.sum() / n, np.nan, np.inf).astype(xd.dtype)
+    centered = x - F.sum(x, dims, True) / n  # not mean(): no NumPy warning for an empty x
+    return F.unreduce(g, x.shape, dims, keepdim) * centered * (2.0 / dof if dof else math.inf)
 
 
 def _std(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool, c: float, n: int) -> Any:
-    centered = x - F.mean(x, dims, True)
-    return F.unreduce(g / result, x.shape, dims, keepdim) * centered * (1.0 / (n - c))
+    # d std = d var / (2 std), and 0 where std is 0 (a constant input: torch's convention)
+    rd = F.data(result)
+    g_var = _masked(F, rd != 0, g / (F.where(rd == 0, 1, result) * 2))
+    return _variance(F, g_var, x, dims, keepdim, c, n)
 
 
 def _cat_piece(F: Any, g: Any, i: int, axis: int, offsets: tuple[int, ...]) -> Any:
@@ -232,10 +273,14 @@ def _reverse_cumsum(F: Any, a: Any, ax: int) -> Any:
 
 
 def _cumprod_input(F: Any, g: Any, x: Any, r: Any, ax: int) -> Any:
-    """d cumprod: ``Σ_{j≥i} g_j r_j / x_i``. With zeros in ``x`` that quotient is undefined, so
-    the gradient is built without division: ``(Π_{k<i} x_k) · S_i`` with the reverse recurrence
-    ``S_i = g_i + x_{i+1} S_{i+1}`` (a loop along ``ax``), exact to every order."""
-    if not (F.data(x) == 0).any():
+    """d cumprod: ``Σ_{j≥i} g_j r_j / x_i``. With zeros or infinities in ``x`` that quotient is
+    undefined (torch's NaN at infinite entries), so the gradient is built without division:
+    ``(Π_{k<i} x_k) · S_i`` with the reverse recurrence ``S_i = g_i + x_{i+1} S_{i+1}`` (a loop
+    along ``ax``), exact to every order."""
+    if math.prod(x.shape) <= 1 or x.shape[ax] == 1:
+        return g  # torch's shortcuts (cumprod is the identity), exact also at x = inf
+    xd = F.data(x)
+    if np.isfinite(xd).all() and not (xd == 0).any():
         return _reverse_cumsum(F, g * r, ax) / x
     n = x.shape[ax]
 
@@ -245,7 +290,7 @@ def _cumprod_input(F: Any, g: Any, x: Any, r: Any, ax: int) -> Any:
     s = [part(g, n - 1)]
     for i in range(n - 2, -1, -1):
         s.append(part(g, i) + part(x, i + 1) * s[-1])
-    one = part(x, slice(0, 1)) * 0 + 1
+    one = np.ones(part(xd, slice(0, 1)).shape, xd.dtype)  # not x * 0 + 1: NaN at x = inf
     before = F.cumprod(F.cat([one, part(x, slice(0, n - 1))], ax), ax)  # Π_{k<i} x_k
     return before * F.stack(s[::-1], ax)
 
@@ -400,8 +445,9 @@ ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, F.data(r) > 0,
 SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))
 AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))
 SignBackward0 = _node("SignBackward0", lambda F, g: g * 0)
-AsinBackward0 = _node("AsinBackward0", lambda F, g, x: g * (1 - x * x) ** -0.5)
-AcosBackward0 = _node("AcosBackward0", lambda F, g, x: -g * (1 - x * x) ** -0.5)
+# a square root, not ** -0.5: (-inf) ** -0.5 is 0 where torch's rsqrt(-inf) is NaN
+AsinBackward0 = _node("AsinBackward0", lambda F, g, x: g / F.sqrt(1 - x * x))
+AcosBackward0 = _node("AcosBackward0", lambda F, g, x: -g / F.sqrt(1 - x * x))
 AtanBackward0 = _node("AtanBackward0", lambda F, g, x: g / (x * x + 1))
 SinhBackward0 = _node("SinhBackward0", lambda F, g, x: g * F.cosh(x))
 CoshBackward0 = _node("CoshBackward0", lambda F, g, x: g * F.sinh(x))
@@ -427,9 +473,8 @@ ClampBackward1 = _node(
     lambda F, g, x, lo, hi: _masked(F, (F.data(x) >= lo) & (F.data(x) <= hi), g),
 )
 # x; exponent
-PowBackward0 = _node(
-    "PowBackward0", lambda F, g, x, p: g * p * x ** (p - 1) if p != 0 else g * 0
-)
+# x; exponent
+PowBackward0 = _node("PowBackward0", _pow_scalar_base)
 # result; base
 PowBackward2 = _node("PowBackward2", None, _pow_scalar_exponent)
 CloneBackward0 = _node("CloneBackward0", lambda F, g: g)
@@ -463,28 +508,25 @@ DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None)
 # x; scalar
 RdivBackward0 = _node("DivBackward0", None, lambda F, g, x, s: -g * s / (x * x))
 # a, b, result
-PowBackward1 = _node(
-    "PowBackward1",
-    lambda F, g, a, b, r: F.sum_to(g * b * a ** (b - 1), a.shape),
-    _pow_exponent,
-)
+PowBackward1 = _node("PowBackward1", _pow_base, _pow_exponent)
 MaximumBackward0 = _node("MaximumBackward0", _maximum_a, _maximum_b)
 MinimumBackward0 = _node("MinimumBackward0", _minimum_a, _minimum_b)
 Atan2Backward0 = _node(
     "Atan2Backward0",
-    lambda F, g, a, b: F.sum_to(g * b / (a * a + b * b), a.shape),
-    lambda F, g, a, b: F.sum_to(-g * a / (a * a + b * b), b.shape),
+    lambda F, g, a, b: F.sum_to(g * b * _atan2_scale(F, a, b), a.shape),
+    lambda F, g, a, b: F.sum_to(-g * a * _atan2_scale(F, a, b), b.shape),
 )
-# a, b, result
+# 1 / (1 + e^(b - a)) rather than e^(a - result): finite where one side is infinite (torch's)
 LogaddexpBackward0 = _node(
     "LogaddexpBackward0",
-    lambda F, g, a, b, r: F.sum_to(g * F.exp(a - r), a.shape),
-    lambda F, g, a, b, r: F.sum_to(g * F.exp(b - r), b.shape),
+    lambda F, g, a, b: F.sum_to(g / (1 + F.exp(b - a)), a.shape),
+    lambda F, g, a, b: F.sum_to(g / (1 + F.exp(a - b)), b.shape),
 )
 RemainderBackward0 = _node(
     "RemainderBackward0",
     lambda F, g, a, b: F.sum_to(g, a.shape),
-    lambda F, g, a, b: F.sum_to(-g * np.floor(F.data(a) / F.data(b)), b.shape),
+    # floor_divide, not floor(a / b): -1 // inf is -1 (torch's floor division), floor(-0.0) is 0
+    lambda F, g, a, b: F.sum_to(-g * np.floor_divide(F.data(a), F.data(b)), b.shape),
 )
 FmodBackward0 = _node(
     "FmodBackward0",

@@ -127,7 +127,7 @@ def square(x: Any) -> Tensor:
     return pow(as_tensor(x, name="square() argument"), 2)
 
 
-def _binary(name: str, fn: Any, node: type, save_result: bool = False) -> Any:
+def _binary(name: str, fn: Any, node: type) -> Any:
     def op(a: Any, b: Any) -> Tensor:
         a, b = _pair(a, b, f"{name}() argument")
         try:
@@ -135,7 +135,7 @@ def _binary(name: str, fn: Any, node: type, save_result: bool = False) -> Any:
         except ValueError:
             raise not_broadcastable(name, a, b) from None
         if (a._rg or b._rg) and _state.enabled:
-            return record(node, out, (a, b), (a, b), (), save_result)
+            return record(node, out, (a, b), (a, b))
         return _make(out)
 
     op.__name__ = op.__qualname__ = name
@@ -146,7 +146,7 @@ atan2 = _binary("atan2", np.arctan2, d.Atan2Backward0)
 atan2.__doc__ = """The angle of the point ``(b, a)``, in ``(-pi, pi]``, broadcasting.
 
 Gradients ``b / (a² + b²)`` and ``-a / (a² + b²)``."""
-logaddexp = _binary("logaddexp", np.logaddexp, d.LogaddexpBackward0, save_result=True)
+logaddexp = _binary("logaddexp", np.logaddexp, d.LogaddexpBackward0)
 logaddexp.__doc__ = """``log(exp(a) + exp(b))`` without overflow, broadcasting."""
 remainder = _binary("remainder", np.remainder, d.RemainderBackward0)
 remainder.__doc__ = """Python's ``a % b`` (the sign of ``b``); gradients ``1`` and

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections import namedtuple
 from typing import Any
 
@@ -94,7 +95,11 @@ def mean(
     """Mean over ``dim`` (all dims when None); same arguments as :func:`sum`."""
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    out = _reduce_out(x.data.mean(axis=dims, keepdims=keep), x)
+    if x.data.size:
+        out = _reduce_out(x.data.mean(axis=dims, keepdims=keep), x)
+    else:  # NaN (0 / 0) where torch gives NaN, without NumPy's "Mean of empty slice" warning
+        with np.errstate(invalid="ignore"):
+            out = _reduce_out(x.data.sum(axis=dims, keepdims=keep) / 0.0, x)
     if x._rg and _state.enabled:
         n = _count(x.data.shape, dims)
         return record(d.MeanBackward1, out, (x,), (), (x.data.shape, dims, keep, n))
@@ -109,9 +114,20 @@ def _correction(correction: Any, unbiased: Any, ddof: Any) -> float:
     return 1.0 if unbiased is None or unbiased else 0.0
 
 
-def _bessel(n: int, c: float) -> float:
-    # n / (n - c); infinite when no degrees of freedom remain (torch returns nan/inf there too)
-    return n / (n - c) if n > c else np.inf
+def _variance_data(x: Tensor, dims: Any, keep: bool, c: float, n: int, what: str) -> np.ndarray:
+    """Σ (x − mean)² / max(0, n − c), torch's value: inf, or NaN (0/0) for a constant or empty
+    input, when no degrees of freedom remain — with torch's warning, not NumPy's."""
+    if n - c <= 0:
+        warnings.warn(
+            f"{what}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+            "reduction factor (input numel divided by output numel).",
+            UserWarning,
+            stacklevel=3,
+        )
+    data = x.data
+    with np.errstate(divide="ignore", invalid="ignore"):
+        centered = data - data.sum(axis=dims, keepdims=True) / n
+        return (centered * centered).sum(axis=dims, keepdims=keep) / (n - c if n > c else 0.0)
 
 
 def var(
@@ -137,7 +153,7 @@ def var(
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     c = _correction(correction, unbiased, ddof)
     n = _count(x.data.shape, dims)
-    out = _reduce_out(np.var(x.data, axis=dims, keepdims=keep) * _bessel(n, c), x)
+    out = _reduce_out(_variance_data(x, dims, keep, c, n, "var"), x)
     if x._rg and _state.enabled:
         return record(d.VarBackward0, out, (x,), (x,), (dims, keep, c, n))
     return _make(out)
@@ -159,7 +175,7 @@ def std(
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     c = _correction(correction, unbiased, ddof)
     n = _count(x.data.shape, dims)
-    out = _reduce_out(np.sqrt(np.var(x.data, axis=dims, keepdims=keep) * _bessel(n, c)), x)
+    out = _reduce_out(np.sqrt(_variance_data(x, dims, keep, c, n, "std")), x)
     if x._rg and _state.enabled:
         return record(d.StdBackward0, out, (x,), (x,), (dims, keep, c, n), save_result=True)
     return _make(out)
