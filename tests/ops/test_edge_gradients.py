@@ -87,6 +87,10 @@ UNARY = {
     "nan_to_num": lambda m, x: m.nan_to_num(x, posinf=5.0, neginf=-5.0),
     "clamp": lambda m, x: m.clamp(x, -1.0, 0.5),
     "clamp_point": lambda m, x: m.clamp(x, 0.5, 0.5),
+    "clamp_min": lambda m, x: m.clamp_min(x, 0.5),
+    "clamp_max": lambda m, x: m.clamp_max(x, -1.0),
+    "fmod_number": lambda m, x: m.fmod(x, 1.5),
+    "remainder_number": lambda m, x: x % -1.5,
     "clone": lambda m, x: x.clone(),
     "to_float32": lambda m, x: x.to(m.float32),
     "pow_0": lambda m, x: x**0,
@@ -160,7 +164,7 @@ BINARY = {
 # Nodes of the VJP table this file does not drive, and why.
 NOT_HERE = {
     # shapes, views and indexing: no arithmetic, tested on every shape in test_op_table.py
-    "ViewBackward0", "SqueezeBackward1", "UnsqueezeBackward0", "TransposeBackward0",
+    "ViewBackward0", "SqueezeBackward1", "UnsqueezeBackward0", "TransposeBackward0", "TBackward0",
     "PermuteBackward0", "ExpandBackward0", "FlipBackward0", "CatBackward0", "StackBackward0",
     "UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0", "IndexBackward0",
     "SliceBackward0", "SelectBackward0", "DiagonalBackward0", "IndexScatterBackward0",

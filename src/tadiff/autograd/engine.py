@@ -32,7 +32,6 @@ import numpy as np
 
 from tadiff.autograd import grad_mode
 from tadiff.autograd.graph import (
-    _FREED,
     ANOMALY,
     AccumulateGrad,
     Node,
@@ -282,8 +281,8 @@ def _run_all(
                 _check_nan(node, outs)
             if extra is not None and extra.hooks:
                 outs = run_post_hooks(node, outs, grads, create_graph)
-            if not keep_graph and node._saved:
-                node._saved = _FREED
+            if not keep_graph and (node._saved or node._frees_args):
+                node._release()
         for (nxt, nr), g in zip(edges, outs):  # noqa: B905 - lengths match by construction
             if nxt is None:
                 continue

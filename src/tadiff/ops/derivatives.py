@@ -93,8 +93,11 @@ class MultiOpNode(MultiOutputNode):
         return [type(self).vjp(F, filled, *values)]
 
 
-def _node(name: str, *vjps: VJP | None) -> type[OpNode]:
-    return type(name, (OpNode,), {"__slots__": (), "vjps": vjps, "__module__": __name__})
+def _node(name: str, *vjps: VJP | None, frees_args: bool = False) -> type[OpNode]:
+    """A node class; ``frees_args``: its parameters are data torch saves as tensors (released
+    after a backward pass without ``retain_graph``, see ``Node._frees_args``)."""
+    attrs = {"__slots__": (), "vjps": vjps, "__module__": __name__, "_frees_args": frees_args}
+    return type(name, (OpNode,), attrs)
 
 
 def _indexed(name: str, vjp: VJP) -> type[IndexedOpNode]:
@@ -466,12 +469,16 @@ TruncBackward0 = _node("TruncBackward0", lambda F, g: g * 0)
 RoundBackward0 = _node("RoundBackward0", lambda F, g: g * 0)
 FracBackward0 = _node("FracBackward0", lambda F, g: g)
 # ; finite (where the input was finite)
-NanToNumBackward0 = _node("NanToNumBackward0", lambda F, g, finite: _masked(F, finite, g))
+NanToNumBackward0 = _node(
+    "NanToNumBackward0", lambda F, g, finite: _masked(F, finite, g), frees_args=True
+)
 # x; lo, hi
 ClampBackward1 = _node(
     "ClampBackward1",
     lambda F, g, x, lo, hi: _masked(F, (F.data(x) >= lo) & (F.data(x) <= hi), g),
 )
+ClampMinBackward0 = _node("ClampMinBackward0", *ClampBackward1.vjps)  # clamp_min(x, lo)
+ClampMaxBackward0 = _node("ClampMaxBackward0", *ClampBackward1.vjps)  # clamp_max(x, hi)
 # x; exponent
 # x; exponent
 PowBackward0 = _node("PowBackward0", _pow_scalar_base)
@@ -497,14 +504,14 @@ MulBackward0 = _node(
     lambda F, g, a, b: F.sum_to(g * a, b.shape),
 )
 # ; scalar
-MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None)
+MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None, frees_args=True)
 DivBackward0 = _node(
     "DivBackward0",
     lambda F, g, a, b: F.sum_to(g / b, a.shape),
     lambda F, g, a, b: F.sum_to(-g * a / (b * b), b.shape),
 )
 # ; scalar
-DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None)
+DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None, frees_args=True)
 # x; scalar
 RdivBackward0 = _node("DivBackward0", None, lambda F, g, x, s: -g * s / (x * x))
 # a, b, result
@@ -522,22 +529,26 @@ LogaddexpBackward0 = _node(
     lambda F, g, a, b: F.sum_to(g / (1 + F.exp(b - a)), a.shape),
     lambda F, g, a, b: F.sum_to(g / (1 + F.exp(a - b)), b.shape),
 )
-RemainderBackward0 = _node(
-    "RemainderBackward0",
+# torch's names: ...Backward1 for a tensor divisor, ...Backward0 for a number
+RemainderBackward1 = _node(
+    "RemainderBackward1",
     lambda F, g, a, b: F.sum_to(g, a.shape),
     # floor_divide, not floor(a / b): -1 // inf is -1 (torch's floor division), floor(-0.0) is 0
     lambda F, g, a, b: F.sum_to(-g * np.floor_divide(F.data(a), F.data(b)), b.shape),
 )
-FmodBackward0 = _node(
-    "FmodBackward0",
+RemainderBackward0 = _node("RemainderBackward0", *RemainderBackward1.vjps)
+FmodBackward1 = _node(
+    "FmodBackward1",
     lambda F, g, a, b: F.sum_to(g, a.shape),
     lambda F, g, a, b: F.sum_to(-g * np.trunc(F.data(a) / F.data(b)), b.shape),
 )
+FmodBackward0 = _node("FmodBackward0", *FmodBackward1.vjps)
 # ; cond, shapes
 WhereBackward0 = _node(
     "WhereBackward0",
     lambda F, g, c, sa, sb: F.sum_to(_masked(F, c, g), sa),
     lambda F, g, c, sa, sb: F.sum_to(F.where(c, 0, g), sb),
+    frees_args=True,
 )
 
 # scans ; axis (None: a 0-d input)
@@ -568,13 +579,16 @@ LinalgQrBackward0 = _multi("LinalgQrBackward0", _qr_input)
 
 # reductions (dims: tuple of axes or None for all; keepdim as given)
 # ; shape, dims, keepdim
+# torch's names: ...Backward0 for sum()/mean()/prod() without dim, ...Backward1 with one
 SumBackward1 = _node(
     "SumBackward1", lambda F, g, shape, dims, keepdim: F.unreduce(g, shape, dims, keepdim)
 )
+SumBackward0 = _node("SumBackward0", *SumBackward1.vjps)
 # ; ..., count
 MeanBackward1 = _node(
     "MeanBackward1", lambda F, g, shape, dims, keepdim, n: F.unreduce(g / n, shape, dims, keepdim)
 )
+MeanBackward0 = _node("MeanBackward0", *MeanBackward1.vjps)
 # x; dims, keepdim, correction, n
 VarBackward0 = _node("VarBackward0", _variance)
 # x, result; same
@@ -584,6 +598,7 @@ ProdBackward1 = _node(
     "ProdBackward1",
     lambda F, g, x, dims, keepdim: F.unreduce(g, x.shape, dims, keepdim) * F.prod_others(x, dims),
 )
+ProdBackward0 = _node("ProdBackward0", *ProdBackward1.vjps)
 # x, result; dims, keepdim
 AmaxBackward0 = _node(
     "AmaxBackward0",
@@ -591,13 +606,17 @@ AmaxBackward0 = _node(
         F.unreduce(g, x.shape, dims, keepdim) * _max_weights(F, x, r, dims, keepdim),
 )
 AminBackward0 = _node("AminBackward0", *AmaxBackward0.vjps)
+# max()/min() without dim: amax's rule under torch's names
+MaxBackward1 = _node("MaxBackward1", *AmaxBackward0.vjps)
+MinBackward1 = _node("MinBackward1", *AmaxBackward0.vjps)
 # ; shape, dim, keepdim, indices
 MaxBackward0 = _node(
     "MaxBackward0",
     lambda F, g, shape, dim, keepdim, idx: F.scatter_add_zeros(
         F.reshape(g, keepdim_shape(shape, (dim,))), dim, idx, shape),
+    frees_args=True,
 )
-MinBackward0 = _node("MinBackward0", *MaxBackward0.vjps)
+MinBackward0 = _node("MinBackward0", *MaxBackward0.vjps, frees_args=True)
 # x, result; dims, keepdim
 LogsumexpBackward0 = _node(
     "LogsumexpBackward0",
@@ -605,7 +624,7 @@ LogsumexpBackward0 = _node(
         * F.exp(x - F.unreduce(r, x.shape, dims, keepdim)),
 )
 # x, result; dims, keepdim
-NormBackward1 = _node("NormBackward1", _norm2)
+LinalgVectorNormBackward0 = _node("LinalgVectorNormBackward0", _norm2)
 # result; dim
 SoftmaxBackward0 = _node(
     "SoftmaxBackward0", lambda F, g, r, dim: r * (g - F.sum(g * r, (dim,), True))
@@ -622,8 +641,9 @@ SqueezeBackward1 = _node("SqueezeBackward1", *ViewBackward0.vjps)
 UnsqueezeBackward0 = _node("UnsqueezeBackward0", *ViewBackward0.vjps)
 # ; dim0, dim1
 TransposeBackward0 = _node(
-    "TransposeBackward0", lambda F, g, d0, d1: F.swapaxes(g, d0, d1)
+    "TransposeBackward0", lambda F, g, d0, d1: F.swapaxes(g, d0, d1) if d0 != d1 else g
 )
+TBackward0 = _node("TBackward0", *TransposeBackward0.vjps)
 PermuteBackward0 = _node("PermuteBackward0", lambda F, g, inverse: F.permute(g, inverse))
 # ; input shape
 ExpandBackward0 = _node("ExpandBackward0", lambda F, g, shape: F.sum_to(g, shape))
@@ -642,13 +662,13 @@ SplitWithSizesBackward0 = _multi("SplitWithSizesBackward0", SplitBackward0.vjp)
 # indexing (gradient by scatter-add, so repeated advanced indices accumulate)
 # ; shape, key
 IndexBackward0 = _node(
-    "IndexBackward0", lambda F, g, shape, key: F.index_scatter(g, key, shape)
+    "IndexBackward0", lambda F, g, shape, key: F.index_scatter(g, key, shape), frees_args=True
 )
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
 DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
 # ; key
-IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])
+IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key], frees_args=True)
 # ; interior slices
 ConstantPadNdBackward0 = _node("ConstantPadNdBackward0", lambda F, g, key: g[key])
 # ; key, value shape
@@ -656,6 +676,7 @@ IndexPutBackward0 = _node(
     "IndexPutBackward0",
     lambda F, g, key, sv: _outside(F, g, key),
     lambda F, g, key, sv: F.sum_to(g[key], sv),
+    frees_args=True,
 )
 # ; positions (flat indices into the base, shaped like the view), kept (0 at the positions)
 # The base after an in-place op on one of its views: the old base outside the view, the op's
@@ -674,10 +695,14 @@ AsStridedBackward0 = _node(
 GatherBackward0 = _node(
     "GatherBackward0",
     lambda F, g, dim, idx, shape: F.scatter_add_zeros(g, dim, idx, shape),
+    frees_args=True,
 )
 # ; dim, index
 ScatterAddBackward0 = _node(
-    "ScatterAddBackward0", lambda F, g, dim, idx: g, lambda F, g, dim, idx: F.gather(g, dim, idx)
+    "ScatterAddBackward0",
+    lambda F, g, dim, idx: g,
+    lambda F, g, dim, idx: F.gather(g, dim, idx),
+    frees_args=True,
 )
 
 # linear algebra

@@ -271,13 +271,18 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tens
     """
     if min is None and max is None:
         raise DTypeError("clamp: at least one of 'min' or 'max' must not be None")
+    return _clamp_as(x, min, max, d.ClampBackward1)
+
+
+def _clamp_as(x: Tensor, min: float | None, max: float | None, node: type) -> Tensor:
+    """:func:`clamp` recorded as ``node`` (``clamp_min``/``clamp_max`` have torch's names)."""
     out = np.clip(x.data, min, max)
     if out.dtype != x.data.dtype:
         out = out.astype(x.data.dtype)
     if x._rg and _state.enabled:
         lo = -np.inf if min is None else min
         hi = np.inf if max is None else max
-        return record(d.ClampBackward1, out, (x,), (x,), (lo, hi))
+        return record(node, out, (x,), (x,), (lo, hi))
     return _make(out)
 
 

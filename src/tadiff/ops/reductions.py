@@ -10,6 +10,8 @@ Example:
     >>> x = td.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     >>> x.sum(dim=1)
     tensor([3., 7.], grad_fn=<SumBackward1>)
+    >>> x.sum()
+    tensor(10., grad_fn=<SumBackward0>)
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def sum(
     if out is None:
         out = _reduce_out(x.data.sum(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
-        return record(d.SumBackward1, out, (x,), (), (x.data.shape, dims, keep))
+        node = d.SumBackward0 if dim is None and axis is None else d.SumBackward1
+        return record(node, out, (x,), (), (x.data.shape, dims, keep))
     return _make(out)
 
 
@@ -102,7 +105,8 @@ def mean(
             out = _reduce_out(x.data.sum(axis=dims, keepdims=keep) / 0.0, x)
     if x._rg and _state.enabled:
         n = _count(x.data.shape, dims)
-        return record(d.MeanBackward1, out, (x,), (), (x.data.shape, dims, keep, n))
+        node = d.MeanBackward0 if dim is None and axis is None else d.MeanBackward1
+        return record(node, out, (x,), (), (x.data.shape, dims, keep, n))
     return _make(out)
 
 
@@ -190,7 +194,8 @@ def prod(
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     out = _reduce_out(x.data.prod(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
-        return record(d.ProdBackward1, out, (x,), (x,), (dims, keep))
+        node = d.ProdBackward0 if dim is None and axis is None else d.ProdBackward1
+        return record(node, out, (x,), (x,), (dims, keep))
     return _make(out)
 
 
@@ -263,7 +268,7 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
 
         return maximum(x, dim)
     if dim is None:
-        return amax(x)
+        return _extreme(x, None, False, np.amax, d.MaxBackward1, "max")
     return _arg_extreme(x, dim, keepdim, True)
 
 
@@ -276,7 +281,7 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
 
         return minimum(x, dim)
     if dim is None:
-        return amin(x)
+        return _extreme(x, None, False, np.amin, d.MinBackward1, "min")
     return _arg_extreme(x, dim, keepdim, False)
 
 
@@ -344,7 +349,8 @@ def norm(
     if p in (2, 2.0, "fro"):
         out = _reduce_out(np.sqrt(np.sum(x.data * x.data, axis=dims, keepdims=keep)), x)
         if x._rg and _state.enabled:
-            return record(d.NormBackward1, out, (x,), (x,), (dims, keep), save_result=True)
+            node = d.LinalgVectorNormBackward0
+            return record(node, out, (x,), (x,), (dims, keep), save_result=True)
         return _make(out)
     from tadiff.ops.elementwise import abs as abs_
 
