@@ -43,6 +43,15 @@ class DTypeError(TadiffError, TypeError, RuntimeError):
     """
 
 
+class DataError(InputError, DTypeError):
+    """Data given to ``td.tensor`` is not a rectangular array of numbers (a ragged nested list,
+    a string, ``None``); the message names the index at fault.
+
+    A ``ValueError``, a ``TypeError`` and a ``RuntimeError`` at once: torch raises any of the
+    three for the same data, depending on the case.
+    """
+
+
 class ParseError(InputError):
     """Index-notation source text could not be parsed; carries the column at fault.
 

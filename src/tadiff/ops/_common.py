@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import numeric_array
 from tadiff.autograd.grad_mode import _state
 from tadiff.autograd.graph import record, record_multi
 from tadiff.autograd.tensor import Tensor, _make
@@ -61,7 +62,7 @@ def as_tensor(value: Any, like: Tensor | None = None, name: str = "argument") ->
             return _make(scalar_array(value, like.data.dtype))
         return _make(np.asarray(value, np.float32 if isinstance(value, float) else None))
     if isinstance(value, (list, tuple)):
-        arr = np.asarray(value)
+        arr = numeric_array(value)
         if arr.dtype == np.float64:
             arr = arr.astype(np.float32)
         return _make(arr)
