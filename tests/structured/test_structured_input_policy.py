@@ -7,7 +7,7 @@ Tensors, ``tadiff.torch`` Functions, the ``torch.library`` ops):
   product: a NaN spoils only the output columns that read it;
 - an empty batch of matrices to balance is a ``ShapeError`` naming the shape;
 - Sinkhorn warns (``ConvergenceWarning``) when it returns a matrix whose column sums are more than
-  ``warn_tol`` (1e-4 of the largest marginal by default) off, because its implicit backward is
+  ``warn_tol`` (1e-3 of the largest marginal by default) off, because its implicit backward is
   the gradient of the balanced limit.
 """
 
@@ -99,7 +99,7 @@ def test_sinkhorn_warns_by_default_when_it_returns_an_unbalanced_matrix(entry):
     ) as w:
         R = _as_array(SINKHORN[entry](_UNBALANCED))
     assert w[0].filename == __file__  # the caller's line
-    assert abs(R.sum(-2) - 1).max() > 1e-4  # the warning was right
+    assert abs(R.sum(-2) - 1).max() > 1e-3  # the warning was right
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SINKHORN[entry](_UNBALANCED, iters=500)  # balanced: silent

@@ -25,6 +25,9 @@ import numpy as np
 __all__ = ["digamma_array", "lgamma_array", "polygamma_array"]
 
 _BIG = 10.0
+# The series overflow harmlessly far out (1/z² of z = 1e300 is 0, as it should be) and the
+# placeholders of poles are overwritten: NumPy's warnings about them are noise.
+_QUIET = np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore")
 # B_2k for k = 1..8 (Bernoulli numbers)
 _BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -53,6 +56,7 @@ def _shift_up(z: np.ndarray, per_step) -> tuple[np.ndarray, np.ndarray]:
     return z, acc
 
 
+@_QUIET
 def lgamma_array(x: np.ndarray) -> np.ndarray:
     """``log |Γ(x)|`` element-wise (float64 inside, result in the input's float dtype)."""
     x = _float(x)
@@ -80,6 +84,7 @@ def lgamma_array(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape).astype(x.dtype, copy=False)
 
 
+@_QUIET
 def digamma_array(x: np.ndarray) -> np.ndarray:
     """``ψ(x) = Γ'(x)/Γ(x)`` element-wise; NaN at the poles (as torch)."""
     x = _float(x)
@@ -103,6 +108,7 @@ def digamma_array(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape).astype(x.dtype, copy=False)
 
 
+@_QUIET
 def polygamma_array(n: int, x: np.ndarray) -> np.ndarray:
     """``ψ⁽ⁿ⁾(x)``, the ``n``-th derivative of ``digamma`` (``n = 0`` is ``digamma``)."""
     if n == 0:

@@ -63,7 +63,7 @@ class SinkhornStats(NamedTuple):
 
 
 #: Default ``warn_tol``: relative column-marginal error above which sinkhorn warns.
-WARN_TOL = 1e-4
+WARN_TOL = 1e-3
 
 
 # ----------------------------------------------------------------------------------------------
@@ -741,7 +741,7 @@ def sinkhorn(
         a, b: row / column marginals, shapes ``(..., n)`` / ``(..., m)`` (positive, equal mass);
             see :func:`sinkhorn_forward` for the defaults. Gradients flow to them too.
         iters, tol, log_domain, strict, warn_tol: see :func:`sinkhorn_forward`; by default a
-            returned ``R`` whose column sums are off by more than 1e-4 of the largest marginal
+            returned ``R`` whose column sums are off by more than 1e-3 of the largest marginal
             warns (:class:`tadiff.errors.ConvergenceWarning`), except with
             ``backward="unrolled"``, whose gradient is that of the iterations performed.
         backward: "implicit", "implicit-2n", "direct", "unrolled" (autograd through the iterations,
