@@ -1,9 +1,19 @@
 """Exceptions raised by tadiff.
 
-Every error tadiff raises on bad input is one of these. Each subclasses the built-in exception a
-user would catch for the same mistake (``ValueError``, ``TypeError``, ``RuntimeError``), so
-``except ValueError`` keeps working, and each message names the tensor, index, shape or text
-position at fault and what was expected.
+Every error tadiff raises on bad input is one of these. Each subclasses the built-in exceptions a
+user would catch for the same mistake, so ``except ValueError`` keeps working and a PyTorch
+program's ``except RuntimeError`` (or ``IndexError``, ``TypeError``) catches what torch would raise
+there: torch reports bad shapes, dtypes and values with ``RuntimeError``, an index or dim out of
+range with ``IndexError``, a wrong Python type with ``TypeError``. Each message names the tensor,
+index, shape or text position at fault and what was expected.
+
+Example:
+    >>> import tadiff as td
+    >>> try:
+    ...     td.ones(2) @ td.ones(3)
+    ... except RuntimeError as e:  # as in torch; also a ValueError and a tadiff ShapeError
+    ...     print(type(e).__name__)
+    ShapeError
 """
 
 from __future__ import annotations
@@ -13,16 +23,33 @@ class TadiffError(Exception):
     """Base class of every tadiff exception."""
 
 
-class InputError(TadiffError, ValueError):
-    """A value has the right type but is not acceptable (wrong size, non-integer entry, ...)."""
+class InputError(TadiffError, ValueError, RuntimeError):
+    """A value has the right type but is not acceptable (wrong size, non-integer entry, ...).
+
+    Also a ``RuntimeError``: torch raises that for the same mistakes (``narrow`` past the end,
+    ``topk`` with too large a ``k``, a negative size).
+    """
 
 
 class ShapeError(InputError):
     """Tensor shapes do not fit together, or a matrix is ragged."""
 
 
-class DTypeError(TadiffError, TypeError):
-    """An argument has a type or dtype the operation cannot take."""
+class DTypeError(TadiffError, TypeError, RuntimeError):
+    """An argument has a type or dtype the operation cannot take.
+
+    Also a ``RuntimeError``: torch raises that for a tensor of the wrong dtype (an integer tensor
+    asked to require grad, an integer mask), and ``TypeError`` for a wrong Python type.
+    """
+
+
+class DataError(InputError, DTypeError):
+    """Data given to ``td.tensor`` is not a rectangular array of numbers (a ragged nested list,
+    a string, ``None``); the message names the index at fault.
+
+    A ``ValueError``, a ``TypeError`` and a ``RuntimeError`` at once: torch raises any of the
+    three for the same data, depending on the case.
+    """
 
 
 class ParseError(InputError):
@@ -87,4 +114,10 @@ class GradcheckError(AutogradError):
 
 
 class IndexingError(InputError, IndexError):
-    """An index is out of range or malformed for the tensor it indexes."""
+    """An index or dim is out of range or malformed for the tensor it indexes (torch:
+    ``IndexError``)."""
+
+
+class LinAlgError(InputError):
+    """A matrix is singular or not positive definite where the function needs it to be; torch's
+    ``torch.linalg.LinAlgError`` (a ``RuntimeError``), also ``td.linalg.LinAlgError``."""

@@ -3,7 +3,8 @@
 Decompositions and solvers (``inv det slogdet logdet solve solve_triangular cholesky eigh
 eigvalsh svd svdvals qr``), what is built from them (``pinv matrix_power matrix_norm
 vector_norm norm``), and the matrix helpers torch also lists here (``cross diagonal matmul
-vecdot``). Gradients and second derivatives are exact under the assumptions of each function
+vecdot``), and ``LinAlgError`` (raised for singular or indefinite input, a ``RuntimeError`` like
+torch's). Gradients and second derivatives are exact under the assumptions of each function
 (see :mod:`tadiff.ops.decompositions`); every one is tested against torch.
 
 Example:
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from tadiff.autograd.tensor import Tensor
+from tadiff.errors import LinAlgError
 from tadiff.ops.decompositions import (
     cholesky,
     det,
@@ -43,9 +45,9 @@ from tadiff.ops.matrix import cross, diagonal
 from tadiff.ops.reductions import sum as _sum
 
 __all__ = [
-    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "logdet", "matmul",
-    "matrix_norm", "matrix_power", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular",
-    "svd", "svdvals", "vecdot", "vector_norm",
+    "LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "logdet",
+    "matmul", "matrix_norm", "matrix_power", "norm", "pinv", "qr", "slogdet", "solve",
+    "solve_triangular", "svd", "svdvals", "vecdot", "vector_norm",
 ]  # fmt: skip
 
 

@@ -49,7 +49,7 @@ def test_backward_create_graph_makes_grad_differentiable():
 
 def test_freed_buffers_error_only_when_needed():
     a = td.tensor([1.0, 2.0], requires_grad=True)
-    s = (a + 1).sum()  # AddBackward0 and SumBackward1 save no tensors
+    s = (a + 1).sum()  # AddBackward0 and SumBackward0 save no tensors
     s.backward()
     s.backward()  # fine: nothing freed was needed
     np.testing.assert_array_equal(a.grad.data, [2.0, 2.0])

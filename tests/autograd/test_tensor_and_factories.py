@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tadiff as td
-from tadiff.errors import AutogradError, DTypeError, InputError
+from tadiff.errors import AutogradError, DataError, DTypeError, InputError
 
 
 def test_factory_dtypes_follow_torch_defaults_and_arrays_keep_theirs():
@@ -82,3 +82,47 @@ def test_factory_errors():
         td.arange(0, 1, 0)
     with pytest.raises(DTypeError, match="unknown dtype"):
         td.zeros(2, dtype="notatype")
+
+
+BAD_DATA = {  # data, what the message must name
+    "ragged rows": ([[1.0, 2.0], [3.0]], r"length 2 at dim 1 .*index \[1\] has length 1"),
+    "ragged deeper": ([[[1.0], [2.0]], [[3.0], [4.0, 5.0]]], r"dim 2 .*index \[1, 1\] has length 2"),  # noqa: E501
+    "a number beside a list": ([1.0, [2.0]], r"index \[0\] holds float 1.0 where index \[1\]"),
+    "ragged tuples": (((1, 2), (3,)), r"index \[1\] has length 1"),
+    "tensors of different lengths": ("tensors", r"length 2 at dim 1 .*index \[1\] has length 3"),
+    "strings": (["a", "b"], r"element 'a' at index \[0\] is a str"),
+    "a string among numbers": ([1.0, "a"], r"element 'a' at index \[1\] is a str"),
+    "a string": ("abc", r"element 'abc' is a str"),
+    "an array of strings": (np.array(["a", "b"]), r"array of dtype <U1 holds no numbers"),
+    "an array of bytes": (np.array([b"a"]), r"array of dtype \|S1 holds no numbers"),
+    "an object array": (np.array([1, None], dtype=object), "array of dtype object"),
+    "None in a list": ([1.0, None], r"element None at index \[1\] is a NoneType"),
+    "a dict": ({"a": 1}, "is a dict"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(BAD_DATA))
+def test_tensor_names_the_element_that_is_no_number_and_raises_like_torch(name):
+    torch = pytest.importorskip("torch")
+    data, match = BAD_DATA[name]
+    tensors = isinstance(data, str) and data == "tensors"
+    ours = [td.ones(2), td.ones(3)] if tensors else data
+    theirs = [torch.ones(2), torch.ones(3)] if tensors else data
+    with pytest.raises(Exception) as raised:
+        torch.tensor(theirs)
+    caught = next(c for c in type(raised.value).__mro__ if c.__module__ == "builtins")
+    with pytest.raises(DataError, match=match) as ours_raised:
+        td.tensor(ours)
+    assert isinstance(ours_raised.value, caught)
+
+
+def test_numeric_strings_are_refused_even_with_a_dtype():
+    with pytest.raises(DataError, match=r"'1\.5' at index"):
+        td.tensor(["1.5"], dtype=td.float32)  # torch refuses too; NumPy would parse it
+
+
+def test_ragged_lists_given_to_ops_and_empty_rows_are_named():
+    with pytest.raises(DataError, match=r"index \[1\] has length 1"):
+        td.add(td.ones(2), [[1.0, 2.0], [3.0]])
+    with pytest.raises(DataError, match=r"index \[1\] has length 1"):
+        td.tensor([[], [1.0]])  # torch makes a (2, 0) tensor of this; tadiff refuses it

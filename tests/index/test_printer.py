@@ -19,7 +19,8 @@ def test_printed_functions_and_gradients_read_back(source, shapes):
     f = define(source)
     arrays = {name: rng.uniform(0.3, 0.9, size=shapes[name]) for name in f.args}
     y = f.reference(**arrays)
-    np.testing.assert_array_equal(define(str(f)).reference(**arrays), y)
+    # the text read back may group a sum's terms differently: equal to rounding, not bit for bit
+    np.testing.assert_allclose(define(str(f)).reference(**arrays), y, rtol=1e-13, atol=1e-15)
     args = {**arrays, f.grad_name: rng.normal(size=y.shape)}
     for name in f.args:
         grad = f.grad(name)

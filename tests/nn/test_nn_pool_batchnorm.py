@@ -47,12 +47,44 @@ def test_pooling_matches_torch_on_random_geometries(data, dims, kind):
     _grad_pair(lambda t: ours(t, **args), lambda t: theirs(t, **args), x)
 
 
-def test_max_pool_ties_and_overlaps_route_the_gradient_like_torch():
-    x = np.zeros((1, 1, 4, 4))
-    x[0, 0, 1, 1] = 1.0  # in four overlapping 2x2 windows (stride 1)
-    _grad_pair(lambda t: F.max_pool2d(t, 2, stride=1), lambda t: TF.max_pool2d(t, 2, stride=1), x)
-    ties = np.ones((1, 2, 4))  # every window all ties: the first element wins
-    _grad_pair(lambda t: F.max_pool1d(t, 2), lambda t: TF.max_pool1d(t, 2), ties)
+def _brute_force_max_pool(x, kernel, stride):
+    """Max pooling by loops over windows (no padding); at ties the first element of the window
+    in row-major order wins (torch's documented choice). Returns the pooled values and, per
+    output element, the input element it took."""
+    counts = [(n - k) // s + 1 for n, k, s in zip(x.shape[2:], kernel, stride, strict=True)]
+    out, winners = np.empty((*x.shape[:2], *counts)), {}
+    cells = list(np.ndindex(*kernel))
+    for o in np.ndindex(*out.shape):
+        lead, starts = o[:2], [i * s for i, s in zip(o[2:], stride, strict=True)]
+        inputs = [(*lead, *(a + c for a, c in zip(starts, cell, strict=True))) for cell in cells]
+        best = int(np.argmax([x[i] for i in inputs]))  # the first maximum
+        out[o], winners[o] = x[inputs[best]], inputs[best]
+    return out, winners
+
+
+@pytest.mark.parametrize(
+    ("x", "kernel", "stride"),
+    [
+        # one 1 in four overlapping 2x2 windows (stride 1); the other five windows are all ties
+        (np.pad(np.ones((1, 1, 1, 1)), ((0, 0), (0, 0), (1, 2), (1, 2))), (2, 2), (1, 1)),
+        (np.ones((1, 2, 4)), (2,), (2,)),  # every window all ties
+        (np.array([[[0.0, 1.0, 1.0, 0.0, 1.0]]]), (3,), (1,)),  # ties with overlaps
+    ],
+)
+def test_max_pool_ties_and_overlaps_route_the_gradient_to_the_first_maximum(x, kernel, stride):
+    # ties are where a library's choice is not an oracle: the expectation is built by loops
+    want, winners = _brute_force_max_pool(x, kernel, stride)
+    upstream = np.random.default_rng(0).standard_normal(want.shape)
+    want_grad = np.zeros_like(x)
+    for o, i in winners.items():
+        want_grad[i] += upstream[o]
+    pool = F.max_pool2d if len(kernel) == 2 else F.max_pool1d
+    t = td.tensor(x.copy(), requires_grad=True)
+    out = pool(t, kernel, stride=stride)
+    (out * td.tensor(upstream)).sum().backward()
+    np.testing.assert_array_equal(out.data, want)  # selection: no arithmetic
+    # up to four upstream values meet in one input element, summed in either order
+    np.testing.assert_allclose(t.grad.data, want_grad, rtol=0, atol=1e-14)
 
 
 def test_pooling_layers_unbatched_and_second_order():

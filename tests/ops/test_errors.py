@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tadiff as td
-from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
+from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError, TadiffError
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,72 @@ def test_numpy_interop():
     assert np.asarray(t) is t.data and t.numpy() is t.data
     r = np.ones(2) * t  # NumPy defers to Tensor's reflected operator
     assert isinstance(r, td.Tensor)
+
+
+def _f64(m, values, **kw):
+    return m.tensor(values, dtype=m.float64, **kw)
+
+
+def _backward_twice(m):
+    y = (_f64(m, [1.0, 2.0], requires_grad=True) ** 2).sum()
+    y.backward()
+    y.backward()
+
+
+# The same mistake written once against a module ``m`` (tadiff or torch): torch's exception
+# class is the oracle of what a PyTorch program catches.
+MISTAKES = {
+    "gradient of the wrong shape": lambda m: (_f64(m, [1.0, 2.0], requires_grad=True) * 2).backward(m.ones(3, dtype=m.float64)),  # noqa: E501
+    "integer tensor requiring grad": lambda m: m.tensor([1, 2]).requires_grad_(),
+    "integer tensor built requiring grad": lambda m: m.tensor([1, 2], requires_grad=True),
+    "backward twice": _backward_twice,
+    "implicit gradient of a non-scalar": lambda m: (_f64(m, [1.0, 2.0], requires_grad=True) * 2).backward(),  # noqa: E501
+    "backward of a tensor without grad_fn": lambda m: _f64(m, [1.0, 2.0]).sum().backward(),
+    "shapes that do not broadcast": lambda m: m.ones(2, 3) + m.ones(2),
+    "comparison of shapes that do not broadcast": lambda m: m.ones(2) < m.ones(3),
+    "where of shapes that do not broadcast": lambda m: m.where(m.ones(2) > 0, m.ones(3), m.ones(2)),
+    "maximum of shapes that do not broadcast": lambda m: m.maximum(m.ones(2), m.ones(3)),
+    "integer to a negative power": lambda m: m.tensor([2]) ** -1,
+    "matmul of mismatched shapes": lambda m: m.ones(2, 3) @ m.ones(2, 3),
+    "view to a wrong size": lambda m: m.ones(4).view(3),
+    "cat of mismatched shapes": lambda m: m.cat([m.ones(2, 3), m.ones(2, 4)], 0),
+    "index out of range": lambda m: m.ones(3)[5],
+    "dim out of range": lambda m: m.ones(2, 2).sum(dim=5),
+    "transpose dim out of range": lambda m: m.ones(3, 2).transpose(0, 2),
+    "in-place op on a leaf requiring grad": lambda m: _f64(m, [1.0], requires_grad=True).add_(1),
+    "item of several elements": lambda m: m.ones(3).item(),
+    "truth value of several elements": lambda m: bool(m.ones(3)),
+    "inverse of a singular matrix": lambda m: m.linalg.inv(m.zeros(2, 2)),
+    "cholesky of an indefinite matrix": lambda m: m.linalg.cholesky(-m.eye(2)),
+    "grad of an input that does not require grad": lambda m: m.autograd.grad((_f64(m, [1.0]) * 2).sum(), _f64(m, [1.0])),  # noqa: E501
+    "retain_grad without requires_grad": lambda m: _f64(m, [1.0]).retain_grad(),
+    "negative size": lambda m: m.zeros(-1),
+    "len of a 0-d tensor": lambda m: len(m.tensor(1.0)),
+    "iteration over a 0-d tensor": lambda m: iter(m.tensor(1.0)),
+    "narrow past the end": lambda m: m.narrow(m.ones(4), 0, 3, 2),
+    "topk with k too large": lambda m: m.topk(m.ones(3), 4),
+    "integer mask": lambda m: m.masked_fill(m.ones(2), m.tensor([1, 0]), 0.0),
+    "clamp without bounds": lambda m: m.clamp(m.ones(2)),
+    "empty randint range": lambda m: m.randint(3, 3, (2,)),
+    "class index out of range": lambda m: m.nn.functional.cross_entropy(m.ones(2, 3), m.tensor([0, 5])),  # noqa: E501
+    "embedding index out of range": lambda m: m.nn.functional.embedding(m.tensor([7]), m.ones(3, 2)),  # noqa: E501
+    "linear of mismatched shapes": lambda m: m.nn.functional.linear(m.ones(2, 3), m.ones(4, 5)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_errors_are_catchable_as_what_torch_raises(name):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as theirs:
+        MISTAKES[name](torch)
+    # torch.linalg.LinAlgError and the like: a PyTorch program catches their built-in base
+    caught = next(c for c in type(theirs.value).__mro__ if c.__module__ == "builtins")
+    with pytest.raises(TadiffError) as ours:
+        MISTAKES[name](td)
+    assert isinstance(ours.value, caught), f"{type(ours.value).__name__} is no {caught.__name__}"
+
+
+def test_linalg_error_is_named_like_torch():
+    with pytest.raises(td.linalg.LinAlgError, match="singular"):
+        td.linalg.inv(td.zeros(2, 2))
+    assert issubclass(td.linalg.LinAlgError, RuntimeError)

@@ -246,7 +246,10 @@ def test_bad_hyperparameters_raise_clear_errors():
 def test_gradient_of_wrong_shape_is_named():
     p = Parameter(np.ones((2, 3)))
     opt = SGD([p], lr=0.1)
-    p.grad = Tensor(np.ones(3))
+    with pytest.raises(ShapeError, match=r"size '\[3\]' to a tensor of size '\[2, 3\]'"):
+        p.grad = Tensor(np.ones(3))  # refused when assigned, as in torch
+    p.grad = Tensor(np.ones((2, 3)))
+    p.grad.data = np.ones(3)  # behind the check's back
     with pytest.raises(ShapeError, match=r"gradient of shape \(3,\) for a parameter of shape"):
         opt.step()
 

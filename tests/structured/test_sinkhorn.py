@@ -71,10 +71,10 @@ def test_iteration_order_columns_then_rows_against_hand_written_loop():
     for _ in range(3):
         P = P / P.sum(-2, keepdims=True)
         P = P / P.sum(-1, keepdims=True)
-    R, stats = sinkhorn_forward(X, iters=3)
+    R, stats = sinkhorn_forward(X, iters=3, warn_tol=None)  # 3 iterations on purpose
     assert stats.iterations == 3 and stats.residual is None
     np.testing.assert_allclose(R, P, rtol=1e-13)
-    R_log, _ = sinkhorn_forward(X, iters=3, log_domain=True)
+    R_log, _ = sinkhorn_forward(X, iters=3, log_domain=True, warn_tol=None)
     np.testing.assert_allclose(R_log, P, rtol=1e-12)
 
 
@@ -91,7 +91,9 @@ def test_row_and_column_shifts_of_X_do_not_change_R(n, m, seed, shift):
     rows, cols = rng.normal(size=(2, n, 1)), rng.normal(size=(2, 1, m)) * shift
     # A column shift is undone by the first column step: the iterates themselves agree.
     np.testing.assert_allclose(
-        sinkhorn_forward(X, iters=3)[0], sinkhorn_forward(X + cols, iters=3)[0], atol=1e-12
+        sinkhorn_forward(X, iters=3, warn_tol=None)[0],
+        sinkhorn_forward(X + cols, iters=3, warn_tol=None)[0],
+        atol=1e-12,
     )
     # A row shift changes the iterates but not the fixed point.
     np.testing.assert_allclose(_converged(X), _converged(X + rows + cols), atol=1e-12)
@@ -102,7 +104,9 @@ def test_entries_of_plus_minus_500_stay_finite(dtype):
     rng = np.random.default_rng(3)
     X = rng.choice([-500.0, 500.0], size=(8, 4, 4)) + rng.normal(size=(8, 4, 4))
     X = X.astype(dtype)
-    R, stats = sinkhorn_forward(X, iters=200)
+    # such sign patterns cannot be balanced (the columns stay off by 1): the default check says so
+    with pytest.warns(ConvergenceWarning, match="column sums are off"):
+        R, stats = sinkhorn_forward(X, iters=200)
     assert stats.log_domain  # "auto" switched: exp(1000) overflows any float
     assert R.dtype == dtype and np.isfinite(R).all()
     np.testing.assert_allclose(R.sum(-1), 1, atol=1e-5)
@@ -114,8 +118,9 @@ def test_entries_of_plus_minus_500_stay_finite(dtype):
 
 def test_auto_log_domain_matches_scaling_domain_where_both_work():
     X = np.random.default_rng(4).normal(size=(3, 4, 4)) * 30  # spread > 177/... in float32 only
-    R32, s32 = sinkhorn_forward(X.astype(np.float32), iters=30)
-    R64, s64 = sinkhorn_forward(X, iters=30, log_domain=False)
+    # the truncated iterates are compared: no balance check
+    R32, s32 = sinkhorn_forward(X.astype(np.float32), iters=30, warn_tol=None)
+    R64, s64 = sinkhorn_forward(X, iters=30, log_domain=False, warn_tol=None)
     assert s32.log_domain and not s64.log_domain
     np.testing.assert_allclose(R32, R64, atol=1e-5)
 
@@ -140,9 +145,19 @@ def test_non_convergence_warns_or_raises_when_strict():
     assert seen[0].filename == __file__  # the warning points at the caller's line
     with pytest.raises(ConvergenceError, match="after 5 iterations"):
         sinkhorn_forward(X, iters=5, tol=1e-12, strict=True)
+    # without tol, the returned R is checked against warn_tol (1e-3 of the largest marginal)
+    Y = rng.normal(size=(3, 5, 5)) * 3  # about 5e-2 off after 5 iterations
+    with pytest.warns(ConvergenceWarning, match=r"column sums are off .* after 5 iter") as seen:
+        R, stats = sinkhorn_forward(Y, iters=5)
+    assert seen[0].filename == __file__
+    assert stats.residual == pytest.approx(abs(R.sum(-2) - 1).max(), rel=1e-12)
+    with pytest.raises(ConvergenceError, match="gradient of the balanced limit"):
+        sinkhorn_forward(Y, iters=5, strict=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sinkhorn_forward(X, iters=5)  # no tol: nothing to report
+        sinkhorn_forward(Y, iters=5, warn_tol=None)  # the check turned off
+        sinkhorn_forward(Y, iters=300)  # balanced: nothing to report
+        sinkhorn_forward(X, iters=5)  # 2.2e-4 off: within the default warn_tol
 
 
 # ---------------------------------------------------------------------------- backward
@@ -218,7 +233,7 @@ def test_solvers_agree_on_an_unconverged_forward():
     # (consistent) system that the dense solve solves, without drifting along 1.
     rng = np.random.default_rng(9)
     X = rng.normal(size=(16, 6, 6)) * 2
-    R, _ = sinkhorn_forward(X, iters=3)
+    R, _ = sinkhorn_forward(X, iters=3, warn_tol=None)
     assert abs(R.sum(-2) - 1).max() > 1e-3
     G = rng.normal(size=X.shape)
     reference = sinkhorn_vjp(R, G, method="direct")
@@ -233,7 +248,7 @@ def test_near_permutation_inputs_give_finite_gradients(dtype):
     G = rng.normal(size=perm.shape).astype(dtype)
     for scale in [6, 30, 80]:
         X = (scale * perm + rng.normal(size=perm.shape)).astype(dtype)
-        R, _ = sinkhorn_forward(X, iters=200)
+        R, _ = sinkhorn_forward(X, iters=200, warn_tol=None)  # slow to converge; finite is all
         for method in SOLVERS:
             dX = sinkhorn_vjp(R, G, method=method)
             assert np.isfinite(dX).all(), (scale, method)
@@ -275,7 +290,9 @@ def test_choose_backward():
 
 def test_numpy_input_returns_the_balanced_array():
     X = np.random.default_rng(13).normal(size=(2, 3, 3))
-    np.testing.assert_array_equal(sinkhorn(X, iters=7), sinkhorn_forward(X, iters=7)[0])
+    np.testing.assert_array_equal(
+        sinkhorn(X, iters=7, warn_tol=None), sinkhorn_forward(X, iters=7, warn_tol=None)[0]
+    )
 
 
 @pytest.mark.parametrize(

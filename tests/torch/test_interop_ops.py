@@ -157,7 +157,7 @@ def test_library_ops_pass_torch_opcheck():
     eager_checks = ("test_schema", "test_autograd_registration", "test_faketensor")
     torch.library.opcheck(ops.householder_vjp.default, (V, X, G, 2, True), test_utils=eager_checks)
     S = _rand(2, 3, 3, seed=3)
-    args = (S, None, None, 50, None, "auto", False, "implicit", None, None)
+    args = (S, None, None, 50, None, "auto", False, "implicit", None, None, 1e-4)
     torch.library.opcheck(ops.sinkhorn.default, args)
 
 

@@ -141,7 +141,9 @@ def test_large_entries_and_near_permutations_give_finite_results(dtype):
     for X in [big, near]:
         for method in SOLVERS:
             X = X.detach().requires_grad_()
-            R = sinkhorn(X, iters=50, backward=method)
+            # some of these cannot be balanced (the check would warn): the test is about
+            # finite values and gradients
+            R = sinkhorn(X, iters=50, backward=method, warn_tol=None)
             R.backward(torch.randn(R.shape, generator=gen, dtype=dtype))
             assert torch.isfinite(R).all() and torch.isfinite(X.grad).all(), method
 
@@ -178,7 +180,7 @@ def test_half_precision_gradients_are_solved_in_float32(dtype, method):
     gen = torch.Generator().manual_seed(8)
     X = (torch.rand(64, 4, 4, generator=gen) * 4).to(dtype).requires_grad_()
     G = torch.randn(X.shape, generator=gen).to(dtype)
-    R = sinkhorn(X, iters=30, backward=method)
+    R = sinkhorn(X, iters=30, backward=method, warn_tol=None)  # half precision: ~1e-3 off
     R.backward(G)
     assert R.dtype == dtype and X.grad.dtype == dtype
     # Oracle: the float64 solve on the same (rounded) R and G.

@@ -87,7 +87,7 @@ def test_triton_rejects_what_it_cannot_do():
 def test_triton_forward_matches_the_generic_loop(shape, dtype, atol):
     gen = torch.Generator().manual_seed(sum(shape))
     X = (torch.randn(shape, generator=gen, dtype=torch.float64) * 3).to(DEVICE, dtype)
-    expected, _ = sinkhorn_forward(X, iters=7, log_domain=False)
+    expected, _ = sinkhorn_forward(X, iters=7, log_domain=False, warn_tol=None)
     got = sinkhorn_forward_triton(X, iters=7)
     assert got.dtype == dtype
     assert (got - expected).abs().max().item() <= atol
@@ -134,3 +134,18 @@ def test_torch_function_dispatches_to_triton(monkeypatch):
 def test_triton_forward_rejects_large_matrices():
     with pytest.raises(InputError, match=r"n, m <= 64, got shape \(1, 3, 65\)"):
         sinkhorn_forward_triton(torch.zeros(1, 3, 65))
+
+
+def test_fused_forward_of_the_torch_function_checks_the_balance_too(monkeypatch):
+    # the torch Function takes the fused kernels when they apply (on CUDA); forced here on CPU
+    from tadiff.errors import ConvergenceWarning
+
+    tsk = importlib.import_module("tadiff.torch.sinkhorn")  # the module, not the function
+
+    monkeypatch.setattr(tsk, "_triton_usable", lambda R, method="implicit": True)
+    gen = torch.Generator().manual_seed(11)
+    X = (torch.randn(6, 4, 4, generator=gen, dtype=torch.float64) * 3).to(DEVICE)
+    with pytest.warns(ConvergenceWarning, match="column sums are off"):
+        R = tsk.sinkhorn(X, iters=5)
+    expected, _ = sinkhorn_forward(X, iters=5, log_domain=False, warn_tol=None)
+    assert (R - expected).abs().max().item() <= 1e-12  # it was the fused kernel's R

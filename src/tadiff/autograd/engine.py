@@ -32,7 +32,6 @@ import numpy as np
 
 from tadiff.autograd import grad_mode
 from tadiff.autograd.graph import (
-    _FREED,
     ANOMALY,
     AccumulateGrad,
     Node,
@@ -183,13 +182,17 @@ def _execute(
     _state.enabled = create_graph
     anomaly = ANOMALY[0]
     try:
-        if targets is None:
-            _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly)
-        else:
-            _run_targeted(
-                ready, buffers, deps, keep_graph, create_graph, anomaly,
-                target_nodes, needed, captured, run_targets,
-            )  # fmt: skip
+        # Gradients at edge points are inf or NaN where torch's are (log at 0, a NaN upstream);
+        # NumPy's floating-point warnings about them would only be noise. One errstate for the
+        # whole pass: one per formula would cost as much as a small formula itself.
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            if targets is None:
+                _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly)
+            else:
+                _run_targeted(
+                    ready, buffers, deps, keep_graph, create_graph, anomaly,
+                    target_nodes, needed, captured, run_targets,
+                )  # fmt: skip
     finally:
         _state.enabled = previous_mode
     return captured
@@ -278,8 +281,8 @@ def _run_all(
                 _check_nan(node, outs)
             if extra is not None and extra.hooks:
                 outs = run_post_hooks(node, outs, grads, create_graph)
-            if not keep_graph and node._saved:
-                node._saved = _FREED
+            if not keep_graph and (node._saved or node._frees_args):
+                node._release()
         for (nxt, nr), g in zip(edges, outs):  # noqa: B905 - lengths match by construction
             if nxt is None:
                 continue

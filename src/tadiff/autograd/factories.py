@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.tensor import Tensor
-from tadiff.errors import DTypeError, InputError
+from tadiff.errors import DataError, DTypeError, InputError
 
 _rng = np.random.default_rng()
 
@@ -56,21 +56,90 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
             Python ints.
         requires_grad: whether gradients should be accumulated into ``.grad``.
 
+    Raises:
+        DataError: ``data`` is not a rectangular array of numbers (a ragged nested list, strings,
+            ``None``); the message names the index at fault.
+
     Example:
         >>> tensor([[1, 2], [3, 4]]).dtype
         dtype('int64')
+        >>> tensor([[1.0, 2.0], [3.0]])
+        Traceback (most recent call last):
+        ...
+        tadiff.errors.DataError: tensor(): expected a sequence of length 2 at dim 1 ... length 1
     """
     if isinstance(data, Tensor):
         data = data.data
     if isinstance(data, (np.ndarray, np.generic)):
-        arr = np.array(data, dtype=dtype, copy=True)
+        arr = np.array(_numeric(data), dtype=_dtype(dtype, data.dtype), copy=True)
     else:
-        arr = np.array(data, dtype=dtype)
-        if dtype is None and arr.dtype == np.float64:
+        arr = numeric_array(data)
+        if dtype is not None:
+            arr = arr.astype(_dtype(dtype), copy=False)
+        elif arr.dtype == np.float64:
             arr = arr.astype(np.float32)
-        if arr.dtype == object:
-            raise DTypeError(f"tensor(): could not make a numeric array from {type(data).__name__}")
     return Tensor(arr, requires_grad=requires_grad)
+
+
+_NUMERIC_KINDS = "biufc"
+
+
+def _numeric(arr: Any) -> Any:
+    if arr.dtype.kind not in _NUMERIC_KINDS:
+        raise DataError(
+            f"tensor(): an array of dtype {arr.dtype} holds no numbers; tensors hold booleans, "
+            "integers, floating point or complex numbers"
+        )
+    return arr
+
+
+def numeric_array(data: Any) -> np.ndarray:
+    """``np.array(data)`` for a number or nested sequences of numbers, as ``td.tensor`` reads
+    them; a :class:`~tadiff.errors.DataError` naming the first index at fault otherwise (a
+    sequence whose length differs from its siblings', an element that is no number)."""
+    try:
+        arr = np.array(data)
+    except (ValueError, TypeError):
+        arr = None
+    if arr is None or arr.dtype.kind not in _NUMERIC_KINDS:
+        raise _data_error(data)
+    return arr
+
+
+def _is_sequence(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) or (isinstance(v, (np.ndarray, Tensor)) and v.ndim > 0)
+
+
+def _data_error(data: Any) -> DataError:
+    """Walk nested ``data`` level by level to the first element that makes it no array of
+    numbers."""
+    level: list[tuple[tuple[int, ...], Any]] = [((), data)]
+    for dim in range(64):
+        seqs = [(i, v) for i, v in level if _is_sequence(v)]
+        if not seqs:
+            break
+        if len(seqs) != len(level):
+            idx, v = next((i, v) for i, v in level if not _is_sequence(v))
+            return DataError(
+                f"tensor(): ragged nesting at dim {dim}: index {list(idx)} holds "
+                f"{type(v).__name__} {v!r} where index {list(seqs[0][0])} holds a sequence"
+            )
+        n = len(seqs[0][1])
+        for idx, v in seqs:
+            if len(v) != n:
+                return DataError(
+                    f"tensor(): expected a sequence of length {n} at dim {dim} (like index "
+                    f"{list(seqs[0][0])}), but index {list(idx)} has length {len(v)}"
+                )
+        level = [((*i, j), item) for i, v in seqs for j, item in enumerate(v)]
+    for idx, v in level:
+        if np.asarray(v).dtype.kind not in _NUMERIC_KINDS:
+            where = f" at index {list(idx)}" if idx else ""
+            return DataError(
+                f"tensor(): element {v!r}{where} is a {type(v).__name__}, not a number; "
+                "tensors hold booleans, integers, floating point or complex numbers"
+            )
+    return DataError(f"tensor(): cannot make a numeric array from {type(data).__name__}")
 
 
 def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:

@@ -1,8 +1,9 @@
 """Grad mode: whether operations record the graph. Thread-local, like PyTorch's.
 
 ``no_grad``, ``enable_grad`` and ``set_grad_enabled`` work as context managers and as function
-decorators. Ops read ``_state.enabled`` on their hot path, so it is a plain attribute of a
-``threading.local`` whose class supplies the default for new threads.
+decorators (of generator functions too: each step of the generator runs in the mode). Ops read
+``_state.enabled`` on their hot path, so it is a plain attribute of a ``threading.local`` whose
+class supplies the default for new threads.
 
 Example:
     >>> import tadiff as td
@@ -16,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +49,8 @@ class _GradModeContext:
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         target = self._target
+        if inspect.isgeneratorfunction(fn):
+            return _each_step_in_mode(fn, target)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -58,6 +62,40 @@ class _GradModeContext:
                 _state.enabled = previous
 
         return wrapper
+
+
+def _in_mode(target: bool, step: Callable[..., Any], *args: Any) -> Any:
+    previous = _state.enabled
+    _state.enabled = target
+    try:
+        return step(*args)
+    finally:
+        _state.enabled = previous
+
+
+def _each_step_in_mode(fn: Callable[..., Any], target: bool) -> Callable[..., Any]:
+    """A decorated generator function: its body runs in the mode each time it is resumed, and
+    the caller's mode is back in place at every ``yield`` (as torch's decorators do)."""
+
+    @functools.wraps(fn)
+    def generator(*args: Any, **kwargs: Any) -> Any:
+        inner = fn(*args, **kwargs)
+        try:
+            value = _in_mode(target, inner.send, None)
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    _in_mode(target, inner.close)
+                    raise
+                except BaseException as exc:
+                    value = _in_mode(target, inner.throw, exc)
+                else:
+                    value = _in_mode(target, inner.send, sent)
+        except StopIteration as stop:
+            return stop.value
+
+    return generator
 
 
 class _Switch(_GradModeContext):

@@ -8,7 +8,8 @@ for an input that needs no gradient.
 A node keeps what its VJP needs in ``_saved`` (input Tensors, the op's result) and plain
 parameters (axes, shapes) in ``_args``. ``_saved`` is dropped after a backward pass without
 ``retain_graph``; a later pass that needs it raises PyTorch's "backward through the graph a second
-time" error, while nodes that saved no tensors can run again. Saved inputs are checked against
+time" error, while nodes that saved no tensors can run again; nodes whose parameters torch keeps
+as tensors (index arrays, masks) are released the same way. Saved inputs are checked against
 their version counter, so an in-place change after saving is an error instead of a wrong result.
 
 Saving the op's *result* would make a cycle (result -> node -> result), so results are saved as
@@ -102,6 +103,10 @@ class Node:
 
     __slots__ = ("__weakref__", "_args", "_extra", "_saved", "_versions", "next_functions")
     _n_outputs = 1
+    # True for nodes whose parameters hold data torch keeps as saved tensors (index arrays,
+    # masks, a scalar factor): they are released with the saved tensors, so that a second
+    # backward without retain_graph raises as in torch.
+    _frees_args = False
 
     def name(self) -> str:
         """The node's PyTorch-style name, e.g. ``MulBackward0``."""
@@ -139,8 +144,10 @@ class Node:
 
     def _release(self) -> None:
         """Drop the saved tensors (after a backward pass without ``retain_graph``)."""
-        if self._saved:
+        if self._saved or self._frees_args:
             self._saved = _FREED
+            if self._frees_args:
+                self._args = ()
 
     def _unpack(self, create_graph: bool, as_tensors: bool = False) -> list[Any]:
         """The saved values, version-checked: arrays for a plain pass, Tensors when recorded."""
@@ -226,11 +233,11 @@ def accumulate_into(t: Tensor, grad: Any, create_graph: bool, owned: bool = Fals
             grad = _make(np.asarray(grad))
         if grad.data.dtype != t.data.dtype:
             grad = grad.to(t.data.dtype)
-        t.grad = grad if t.grad is None else t.grad + grad
+        t._grad = grad if t._grad is None else t._grad + grad
         return
     if type(grad) is Tensor:
         grad = grad.data
-    old = t.grad
+    old = t._grad
     if (
         owned
         and old is None
@@ -239,7 +246,7 @@ def accumulate_into(t: Tensor, grad: Any, create_graph: bool, owned: bool = Fals
         and grad.dtype == t.data.dtype
         and grad.shape == t.data.shape
     ):
-        t.grad = _make(grad)
+        t._grad = _make(grad)
         return
     if old is None or old.grad_fn is not None:
         # A fresh, writable copy: the incoming array may be shared or a read-only broadcast view.
@@ -248,7 +255,7 @@ def accumulate_into(t: Tensor, grad: Any, create_graph: bool, owned: bool = Fals
             raise AutogradError(
                 f"gradient of shape {new.shape} reached a leaf of shape {t.data.shape}"
             )
-        t.grad = _make(new) if old is None else old.detach() + _make(new)
+        t._grad = _make(new) if old is None else old.detach() + _make(new)
     else:
         np.add(old.data, grad, out=old.data, casting="same_kind")
 
@@ -443,7 +450,7 @@ def run_pre_hooks(node: Node, grads: Any, create_graph: bool) -> Any:
         if t is not None and g is not None:
             g = g.detach() if type(g) is Tensor and not create_graph else g
             g = g if type(g) is Tensor else _make(np.array(g, copy=True))
-            t.grad = g if t.grad is None else t.grad + g
+            t._grad = g if t._grad is None else t._grad + g
     for hook in list(extra.pre_hooks):
         wrapped = tuple(_as_tensor_or_none(g) for g in slots)
         result = hook(wrapped)

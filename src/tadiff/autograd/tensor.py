@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.errors import AutogradError, DTypeError
+from tadiff.errors import AutogradError, DTypeError, ShapeError
 
 _ndarray = np.ndarray
 
@@ -65,7 +65,7 @@ class Tensor:
         (True, (3,))
     """
 
-    __slots__ = ("__weakref__", "_meta", "_output_nr", "_rg", "_vc", "data", "grad", "grad_fn")
+    __slots__ = ("__weakref__", "_grad", "_meta", "_output_nr", "_rg", "_vc", "data", "grad_fn")
     # Make NumPy hand mixed expressions (ndarray * Tensor) to Tensor's reflected operators.
     __array_ufunc__ = None
     __hash__ = object.__hash__  # __eq__ is element-wise, identity stays the hash like torch
@@ -75,7 +75,7 @@ class Tensor:
             data = np.asarray(data.data if isinstance(data, Tensor) else data)
         self.data = data
         self._rg = False
-        self.grad = None
+        self._grad = None
         self.grad_fn = None
         self._output_nr = 0
         self._vc = None
@@ -117,6 +117,33 @@ class Tensor:
             )
         self._rg = bool(requires_grad)
         return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (a Tensor of this tensor's shape and dtype), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        # torch's checks: a wrong gradient would otherwise fail later, inside the next backward
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise DTypeError(
+                    "assigned grad expected to be a Tensor or None but got grad of type "
+                    f"{type(value).__name__}"
+                )
+            if value.data.shape != self.data.shape:
+                raise ShapeError(
+                    f"attempting to assign a gradient of size '{list(value.data.shape)}' to a "
+                    f"tensor of size '{list(self.data.shape)}'. Please ensure that the gradient "
+                    "and the tensor are the same size"
+                )
+            if value.data.dtype != self.data.dtype:
+                raise DTypeError(
+                    f"attempting to assign a gradient with dtype '{value.data.dtype}' to a tensor "
+                    f"with dtype '{self.data.dtype}'; cast it first (grad.to(t.dtype))"
+                )
+        self._grad = value
 
     @property
     def is_leaf(self) -> bool:
@@ -201,7 +228,16 @@ class Tensor:
         return out
 
     def detach_(self) -> Tensor:
-        """Detach this tensor from the graph in place, making it a leaf."""
+        """Detach this tensor from the graph in place, making it a leaf.
+
+        Raises:
+            AutogradError: on a view (its base would still link it to the graph), as in torch.
+        """
+        if self._meta is not None and self._meta.view_base is not None:
+            raise AutogradError(
+                "Can't detach views in-place. Use detach() instead (a new tensor sharing the "
+                "memory, outside the graph)"
+            )
         self.grad_fn = None
         self._rg = False
         self._output_nr = 0
@@ -269,7 +305,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if self.data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise DTypeError("len() of a 0-d tensor")  # a TypeError, as in torch
         return self.data.shape[0]
 
     def __bool__(self) -> bool:
@@ -311,7 +347,7 @@ def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:
     t = _new(Tensor)
     t.data = data
     t._rg = grad_fn is not None
-    t.grad = None
+    t._grad = None
     t.grad_fn = grad_fn
     t._output_nr = output_nr
     t._vc = None

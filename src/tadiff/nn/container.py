@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from tadiff.errors import DTypeError, InputError
+from tadiff.errors import DTypeError, IndexingError, InputError
 from tadiff.nn.module import Module, Parameter
 
 
 def _check_index(index: int, length: int, where: str, items: str = "modules") -> int:
     if not -length <= index < length:
-        raise InputError(f"{where}: index {index} is out of range for {length} {items}")
+        raise IndexingError(f"{where}: index {index} is out of range for {length} {items}")
     return index % length
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import tadiff as td
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
-from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
 from tadiff.nn._functions import ClassPicks, cross_entropy_op
 from tadiff.nn.activation_functions import (  # noqa: F401 - torch's F.* names
@@ -231,7 +231,7 @@ def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> T
     bad = np.argwhere((idx < 0) | (idx >= n))
     if bad.size:
         where = tuple(int(i) for i in bad[0])
-        raise InputError(
+        raise IndexingError(
             f"embedding: index {int(idx[where])} at position {where} is out of range for "
             f"{n} embeddings (expected 0 <= index < {n})"
         )
@@ -315,7 +315,7 @@ def _class_picks(
     bad = valid & ((target < 0) | (target >= num_classes))
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise InputError(
+        raise IndexingError(
             f"cross_entropy: target {int(target[where])} at position {where} is not a class "
             f"index in [0, {num_classes}) (nor ignore_index={ignore_index})"
         )

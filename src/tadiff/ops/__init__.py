@@ -252,6 +252,7 @@ _dual.GRAPH.__dict__.update(
     flip=flip,
     exp=exp,
     log=log,
+    sqrt=sqrt,
     sin=sin,
     cos=cos,
     sinh=sinh,

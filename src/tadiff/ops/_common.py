@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import numeric_array
 from tadiff.autograd.grad_mode import _state
 from tadiff.autograd.graph import record, record_multi
 from tadiff.autograd.tensor import Tensor, _make
-from tadiff.errors import DTypeError, InputError
+from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
 
 __all__ = [
     "Tensor",
@@ -20,6 +21,7 @@ __all__ = [
     "needs_grad",
     "norm_dim",
     "norm_dims",
+    "not_broadcastable",
     "record",
     "record_multi",
     "scalar_array",
@@ -60,7 +62,7 @@ def as_tensor(value: Any, like: Tensor | None = None, name: str = "argument") ->
             return _make(scalar_array(value, like.data.dtype))
         return _make(np.asarray(value, np.float32 if isinstance(value, float) else None))
     if isinstance(value, (list, tuple)):
-        arr = np.asarray(value)
+        arr = numeric_array(value)
         if arr.dtype == np.float64:
             arr = arr.astype(np.float32)
         return _make(arr)
@@ -73,6 +75,27 @@ def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
         return np.broadcast_shapes(shape, target) == tuple(target)
     except ValueError:
         return False
+
+
+def not_broadcastable(op: str, *operands: Any) -> ShapeError:
+    """The error for operands whose shapes do not broadcast: names every shape and, like torch,
+    the first dimension (of the broadcast result, from the end) where two sizes conflict.
+
+    Example:
+        >>> print(not_broadcastable("add", np.ones((2, 3)), np.ones(2)))
+        add: shapes (2, 3) and (2,) do not broadcast: sizes 3 and 2 at non-singleton dimension 1
+    """
+    shapes = [tuple(np.shape(o.data if isinstance(o, Tensor) else o)) for o in operands]
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + s for s in shapes]
+    where = ""
+    for dim in reversed(range(ndim)):
+        sizes = list(dict.fromkeys(p[dim] for p in padded if p[dim] != 1))
+        if len(sizes) > 1:
+            where = f": sizes {sizes[0]} and {sizes[1]} at non-singleton dimension {dim}"
+            break
+    listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
+    return ShapeError(f"{op}: shapes {listed} do not broadcast{where}")
 
 
 def needs_grad(*tensors: Tensor) -> bool:
@@ -89,7 +112,7 @@ def norm_dim(dim: Any, ndim: int, what: str = "dim") -> int:
     except TypeError:
         raise DTypeError(f"{what} must be an int, got {type(dim).__name__}") from None
     if not -max(ndim, 1) <= d < max(ndim, 1):
-        raise InputError(
+        raise IndexingError(
             f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
             f"{max(ndim, 1) - 1}], but got {d}) for a {ndim}-d tensor ({what})"
         )

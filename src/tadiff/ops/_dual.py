@@ -218,6 +218,7 @@ ARRAY = SimpleNamespace(
     flip=np.flip,
     exp=np.exp,
     log=np.log,
+    sqrt=np.sqrt,
     sin=np.sin,
     cos=np.cos,
     sinh=np.sinh,

@@ -25,6 +25,9 @@ import numpy as np
 __all__ = ["digamma_array", "lgamma_array", "polygamma_array"]
 
 _BIG = 10.0
+# The series overflow harmlessly far out (1/z² of z = 1e300 is 0, as it should be) and the
+# placeholders of poles are overwritten: NumPy's warnings about them are noise.
+_QUIET = np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore")
 # B_2k for k = 1..8 (Bernoulli numbers)
 _BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -53,15 +56,17 @@ def _shift_up(z: np.ndarray, per_step) -> tuple[np.ndarray, np.ndarray]:
     return z, acc
 
 
+@_QUIET
 def lgamma_array(x: np.ndarray) -> np.ndarray:
     """``log |Γ(x)|`` element-wise (float64 inside, result in the input's float dtype)."""
     x = _float(x)
     z = _work(x)
     out = np.empty_like(z)
-    pole = (z <= 0) & (z == np.floor(z))
-    reflect = (z < 0.5) & ~pole
+    infinite = np.isinf(z)
+    pole = (z <= 0) & (z == np.floor(z)) & ~infinite
+    reflect = (z < 0.5) & ~pole & ~infinite
     zz = np.where(reflect, 1.0 - z, z)
-    zz = np.where(pole | np.isnan(z), 20.0, zz)  # placeholders, overwritten below
+    zz = np.where(pole | infinite | np.isnan(z), 20.0, zz)  # placeholders, overwritten below
     big, logs = _shift_up(zz, np.log)
     inv = 1.0 / big
     inv2 = inv * inv
@@ -72,13 +77,14 @@ def lgamma_array(x: np.ndarray) -> np.ndarray:
         power = power * inv2
     value = (big - 0.5) * np.log(big) - big + _HALF_LOG_2PI + series - logs
     with np.errstate(divide="ignore"):
-        reflected = np.log(np.pi / np.abs(np.sin(np.pi * z))) - value
+        reflected = np.log(np.pi / np.abs(np.sin(np.pi * np.where(reflect, z, 0.5)))) - value
     out[...] = np.where(reflect, reflected, value)
-    out[pole] = np.inf
+    out[pole | infinite] = np.inf  # log |Γ| at the poles and at ±inf (torch's values)
     out[np.isnan(z)] = np.nan
     return out.reshape(x.shape).astype(x.dtype, copy=False)
 
 
+@_QUIET
 def digamma_array(x: np.ndarray) -> np.ndarray:
     """``ψ(x) = Γ'(x)/Γ(x)`` element-wise; NaN at the poles (as torch)."""
     x = _float(x)
@@ -102,16 +108,18 @@ def digamma_array(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape).astype(x.dtype, copy=False)
 
 
+@_QUIET
 def polygamma_array(n: int, x: np.ndarray) -> np.ndarray:
     """``ψ⁽ⁿ⁾(x)``, the ``n``-th derivative of ``digamma`` (``n = 0`` is ``digamma``)."""
     if n == 0:
         return digamma_array(x)
     x = _float(x)
     z = _work(x)
-    pole = (z <= 0) & (z == np.floor(z))
+    finite = np.isfinite(z)
+    pole = (z <= 0) & (z == np.floor(z)) & finite
     sign = 1.0 if n % 2 else -1.0  # (−1)^(n+1)
     factorial = math.factorial(n)
-    zz = np.where(pole | np.isnan(z), 20.0, z)
+    zz = np.where(pole | ~finite, 20.0, z)
     big, near = _shift_up(zz, lambda v: 1.0 / v ** (n + 1))
     inv = 1.0 / big
     # (n−1)!/zⁿ + n!/(2zⁿ⁺¹) + Σ_k B_2k (2k+n−1)! / ((2k)! z^(2k+n))
@@ -120,5 +128,5 @@ def polygamma_array(n: int, x: np.ndarray) -> np.ndarray:
         series += b * math.factorial(2 * k + n - 1) / math.factorial(2 * k) * inv ** (2 * k + n)
     out = sign * (series + factorial * near)
     out[pole] = sign * np.inf
-    out[np.isnan(z)] = np.nan
+    out[~finite] = np.where(z[~finite] == np.inf, 0.0, np.nan)  # no limit towards -inf
     return out.reshape(x.shape).astype(x.dtype, copy=False)

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tadiff.errors import InputError, ShapeError
+from tadiff.errors import InputError, LinAlgError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops import elementwise as ew
 from tadiff.ops import reductions as red
@@ -83,7 +83,7 @@ def _lapack(name: str, fn: Any, *arrays: Any) -> Any:
     try:
         return fn(*arrays)
     except np.linalg.LinAlgError as exc:
-        raise InputError(f"linalg.{name}: {exc} (the input is singular or not definite)") from None
+        raise LinAlgError(f"linalg.{name}: {exc} (the input is singular or not definite)") from None
     except ValueError as exc:
         shapes = " and ".join(str(a.shape) for a in arrays if isinstance(a, np.ndarray))
         raise ShapeError(
@@ -291,8 +291,8 @@ def matrix_norm(a: Any, ord: Any = "fro", dim: tuple[int, int] = (-2, -1), keepd
     d0, d1 = (int(v) % a.ndim for v in dim)
     if d0 == d1:
         raise InputError(f"linalg.matrix_norm: dim must name two different dims, got {dim}")
-    if ord == "fro":
-        return ew.sqrt(red.sum(a * a, (d0, d1), keepdim))
+    if ord == "fro":  # the 2-norm primitive: its gradient is 0 at a zero matrix, as torch's
+        return red.norm(a, 2, (d0, d1), keepdim)
     if ord in ("nuc", 2, -2):
         s = svdvals(moveaxis(a, (d0, d1), (-2, -1)))
         pick = red.sum if ord == "nuc" else red.amax if ord == 2 else red.amin

@@ -93,8 +93,11 @@ class MultiOpNode(MultiOutputNode):
         return [type(self).vjp(F, filled, *values)]
 
 
-def _node(name: str, *vjps: VJP | None) -> type[OpNode]:
-    return type(name, (OpNode,), {"__slots__": (), "vjps": vjps, "__module__": __name__})
+def _node(name: str, *vjps: VJP | None, frees_args: bool = False) -> type[OpNode]:
+    """A node class; ``frees_args``: its parameters are data torch saves as tensors (released
+    after a backward pass without ``retain_graph``, see ``Node._frees_args``)."""
+    attrs = {"__slots__": (), "vjps": vjps, "__module__": __name__, "_frees_args": frees_args}
+    return type(name, (OpNode,), attrs)
 
 
 def _indexed(name: str, vjp: VJP) -> type[IndexedOpNode]:
@@ -168,14 +171,46 @@ def _matmul_b(F: Any, g: Any, a: Any, b: Any) -> Any:
 def _pow_exponent(F: Any, g: Any, a: Any, b: Any, result: Any) -> Any:
     # d(a**b)/db = a**b log a; defined as 0 where a == 0 and b >= 0 (the limit torch uses)
     ad, bd = F.data(a), F.data(b)
-    safe = F.where((ad == 0) & (bd >= 0), 1, a)
-    return F.sum_to(_masked(F, (ad != 0) | (bd < 0), g * result * F.log(safe)), b.shape)
+    limit = (ad == 0) & (bd >= 0)
+    return F.sum_to(_masked(F, ~limit, g * result * F.log(F.where(limit, 1, a))), b.shape)
+
+
+def _pow_base(F: Any, g: Any, a: Any, b: Any, r: Any) -> Any:
+    # d(a**b)/da = b a**(b-1); exactly 0 where b == 0 (torch), also at a == 0 where a**-1 is inf
+    keep = F.data(b) != 0
+    return F.sum_to(_masked(F, keep, g * b * a ** F.where(keep, b - 1, 0)), a.shape)
+
+
+def _power(F: Any, x: Any, e: float) -> Any:
+    """``x ** e``, through ``sqrt`` for ``e = ±0.5`` as torch computes it (the sign of an
+    infinite result at ``-0.0`` follows: ``1 / sqrt(-0.0)`` is ``-inf``)."""
+    if e == 0.5:
+        return F.sqrt(x)
+    if e == -0.5:
+        return 1 / F.sqrt(x)
+    return x**e
+
+
+def _pow_scalar_base(F: Any, g: Any, x: Any, p: float) -> Any:
+    # d(x**p)/dx = p x**(p-1), and 0 for p == 0 (also at x == 0, where x**-1 is inf)
+    return g * p * _power(F, x, p - 1) if p != 0 else g * 0
+
+
+def _atan2_scale(F: Any, a: Any, b: Any) -> Any:
+    """``1 / (a² + b²)``, and 0 where that is infinite: torch's gradient of atan2 at (0, 0)."""
+    denom = a * a + b * b
+    infinite = np.isinf(1 / F.data(denom))
+    return _masked(F, ~infinite, 1 / F.where(infinite, 1, denom))
 
 
 def _pow_scalar_exponent(F: Any, g: Any, result: Any, base: float) -> Any:
-    import math
-
-    return g * result * math.log(base) if base > 0 else g * result * float("nan")
+    # d(base**b)/db = base**b log(base): NaN for a negative base; for base 0 torch takes the
+    # limit 0 where b >= 0, i.e. where the result is 0 or 1, and result·log 0 below
+    if base > 0:
+        return g * result * math.log(base)
+    if base < 0:
+        return g * result * math.nan
+    return _masked(F, ~(F.data(result) <= 1), g * result * -math.inf)
 
 
 def _norm2(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
@@ -186,13 +221,22 @@ def _norm2(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any
 
 
 def _variance(F: Any, g: Any, x: Any, dims: Any, keepdim: bool, correction: float, n: int) -> Any:
-    centered = x - F.mean(x, dims, True)
-    return F.unreduce(g, x.shape, dims, keepdim) * centered * (2.0 / (n - correction))
+    """``2 (x − mean) / (n − correction)``, with torch's values where no degrees of freedom
+    remain: over all dims inf (NaN where ``x`` equals its mean), over given dims ``2 / 0 = inf``
+    times ``x − mean``."""
+    dof = n - correction
+    if dims is None and dof <= 0:
+        xd = F.data(x)
+        return g * np.where(xd == xd.sum() / n, np.nan, np.inf).astype(xd.dtype)
+    centered = x - F.sum(x, dims, True) / n  # not mean(): no NumPy warning for an empty x
+    return F.unreduce(g, x.shape, dims, keepdim) * centered * (2.0 / dof if dof else math.inf)
 
 
 def _std(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool, c: float, n: int) -> Any:
-    centered = x - F.mean(x, dims, True)
-    return F.unreduce(g / result, x.shape, dims, keepdim) * centered * (1.0 / (n - c))
+    # d std = d var / (2 std), and 0 where std is 0 (a constant input: torch's convention)
+    rd = F.data(result)
+    g_var = _masked(F, rd != 0, g / (F.where(rd == 0, 1, result) * 2))
+    return _variance(F, g_var, x, dims, keepdim, c, n)
 
 
 def _cat_piece(F: Any, g: Any, i: int, axis: int, offsets: tuple[int, ...]) -> Any:
@@ -232,10 +276,14 @@ def _reverse_cumsum(F: Any, a: Any, ax: int) -> Any:
 
 
 def _cumprod_input(F: Any, g: Any, x: Any, r: Any, ax: int) -> Any:
-    """d cumprod: ``Σ_{j≥i} g_j r_j / x_i``. With zeros in ``x`` that quotient is undefined, so
-    the gradient is built without division: ``(Π_{k<i} x_k) · S_i`` with the reverse recurrence
-    ``S_i = g_i + x_{i+1} S_{i+1}`` (a loop along ``ax``), exact to every order."""
-    if not (F.data(x) == 0).any():
+    """d cumprod: ``Σ_{j≥i} g_j r_j / x_i``. With zeros or infinities in ``x`` that quotient is
+    undefined (torch's NaN at infinite entries), so the gradient is built without division:
+    ``(Π_{k<i} x_k) · S_i`` with the reverse recurrence ``S_i = g_i + x_{i+1} S_{i+1}`` (a loop
+    along ``ax``), exact to every order."""
+    if math.prod(x.shape) <= 1 or x.shape[ax] == 1:
+        return g  # torch's shortcuts (cumprod is the identity), exact also at x = inf
+    xd = F.data(x)
+    if np.isfinite(xd).all() and not (xd == 0).any():
         return _reverse_cumsum(F, g * r, ax) / x
     n = x.shape[ax]
 
@@ -245,7 +293,7 @@ def _cumprod_input(F: Any, g: Any, x: Any, r: Any, ax: int) -> Any:
     s = [part(g, n - 1)]
     for i in range(n - 2, -1, -1):
         s.append(part(g, i) + part(x, i + 1) * s[-1])
-    one = part(x, slice(0, 1)) * 0 + 1
+    one = np.ones(part(xd, slice(0, 1)).shape, xd.dtype)  # not x * 0 + 1: NaN at x = inf
     before = F.cumprod(F.cat([one, part(x, slice(0, n - 1))], ax), ax)  # Π_{k<i} x_k
     return before * F.stack(s[::-1], ax)
 
@@ -400,8 +448,9 @@ ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, F.data(r) > 0,
 SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))
 AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))
 SignBackward0 = _node("SignBackward0", lambda F, g: g * 0)
-AsinBackward0 = _node("AsinBackward0", lambda F, g, x: g * (1 - x * x) ** -0.5)
-AcosBackward0 = _node("AcosBackward0", lambda F, g, x: -g * (1 - x * x) ** -0.5)
+# a square root, not ** -0.5: (-inf) ** -0.5 is 0 where torch's rsqrt(-inf) is NaN
+AsinBackward0 = _node("AsinBackward0", lambda F, g, x: g / F.sqrt(1 - x * x))
+AcosBackward0 = _node("AcosBackward0", lambda F, g, x: -g / F.sqrt(1 - x * x))
 AtanBackward0 = _node("AtanBackward0", lambda F, g, x: g / (x * x + 1))
 SinhBackward0 = _node("SinhBackward0", lambda F, g, x: g * F.cosh(x))
 CoshBackward0 = _node("CoshBackward0", lambda F, g, x: g * F.sinh(x))
@@ -420,16 +469,19 @@ TruncBackward0 = _node("TruncBackward0", lambda F, g: g * 0)
 RoundBackward0 = _node("RoundBackward0", lambda F, g: g * 0)
 FracBackward0 = _node("FracBackward0", lambda F, g: g)
 # ; finite (where the input was finite)
-NanToNumBackward0 = _node("NanToNumBackward0", lambda F, g, finite: _masked(F, finite, g))
+NanToNumBackward0 = _node(
+    "NanToNumBackward0", lambda F, g, finite: _masked(F, finite, g), frees_args=True
+)
 # x; lo, hi
 ClampBackward1 = _node(
     "ClampBackward1",
     lambda F, g, x, lo, hi: _masked(F, (F.data(x) >= lo) & (F.data(x) <= hi), g),
 )
+ClampMinBackward0 = _node("ClampMinBackward0", *ClampBackward1.vjps)  # clamp_min(x, lo)
+ClampMaxBackward0 = _node("ClampMaxBackward0", *ClampBackward1.vjps)  # clamp_max(x, hi)
 # x; exponent
-PowBackward0 = _node(
-    "PowBackward0", lambda F, g, x, p: g * p * x ** (p - 1) if p != 0 else g * 0
-)
+# x; exponent
+PowBackward0 = _node("PowBackward0", _pow_scalar_base)
 # result; base
 PowBackward2 = _node("PowBackward2", None, _pow_scalar_exponent)
 CloneBackward0 = _node("CloneBackward0", lambda F, g: g)
@@ -452,50 +504,51 @@ MulBackward0 = _node(
     lambda F, g, a, b: F.sum_to(g * a, b.shape),
 )
 # ; scalar
-MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None)
+MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None, frees_args=True)
 DivBackward0 = _node(
     "DivBackward0",
     lambda F, g, a, b: F.sum_to(g / b, a.shape),
     lambda F, g, a, b: F.sum_to(-g * a / (b * b), b.shape),
 )
 # ; scalar
-DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None)
+DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None, frees_args=True)
 # x; scalar
 RdivBackward0 = _node("DivBackward0", None, lambda F, g, x, s: -g * s / (x * x))
 # a, b, result
-PowBackward1 = _node(
-    "PowBackward1",
-    lambda F, g, a, b, r: F.sum_to(g * b * a ** (b - 1), a.shape),
-    _pow_exponent,
-)
+PowBackward1 = _node("PowBackward1", _pow_base, _pow_exponent)
 MaximumBackward0 = _node("MaximumBackward0", _maximum_a, _maximum_b)
 MinimumBackward0 = _node("MinimumBackward0", _minimum_a, _minimum_b)
 Atan2Backward0 = _node(
     "Atan2Backward0",
-    lambda F, g, a, b: F.sum_to(g * b / (a * a + b * b), a.shape),
-    lambda F, g, a, b: F.sum_to(-g * a / (a * a + b * b), b.shape),
+    lambda F, g, a, b: F.sum_to(g * b * _atan2_scale(F, a, b), a.shape),
+    lambda F, g, a, b: F.sum_to(-g * a * _atan2_scale(F, a, b), b.shape),
 )
-# a, b, result
+# 1 / (1 + e^(b - a)) rather than e^(a - result): finite where one side is infinite (torch's)
 LogaddexpBackward0 = _node(
     "LogaddexpBackward0",
-    lambda F, g, a, b, r: F.sum_to(g * F.exp(a - r), a.shape),
-    lambda F, g, a, b, r: F.sum_to(g * F.exp(b - r), b.shape),
+    lambda F, g, a, b: F.sum_to(g / (1 + F.exp(b - a)), a.shape),
+    lambda F, g, a, b: F.sum_to(g / (1 + F.exp(a - b)), b.shape),
 )
-RemainderBackward0 = _node(
-    "RemainderBackward0",
+# torch's names: ...Backward1 for a tensor divisor, ...Backward0 for a number
+RemainderBackward1 = _node(
+    "RemainderBackward1",
     lambda F, g, a, b: F.sum_to(g, a.shape),
-    lambda F, g, a, b: F.sum_to(-g * np.floor(F.data(a) / F.data(b)), b.shape),
+    # floor_divide, not floor(a / b): -1 // inf is -1 (torch's floor division), floor(-0.0) is 0
+    lambda F, g, a, b: F.sum_to(-g * np.floor_divide(F.data(a), F.data(b)), b.shape),
 )
-FmodBackward0 = _node(
-    "FmodBackward0",
+RemainderBackward0 = _node("RemainderBackward0", *RemainderBackward1.vjps)
+FmodBackward1 = _node(
+    "FmodBackward1",
     lambda F, g, a, b: F.sum_to(g, a.shape),
     lambda F, g, a, b: F.sum_to(-g * np.trunc(F.data(a) / F.data(b)), b.shape),
 )
+FmodBackward0 = _node("FmodBackward0", *FmodBackward1.vjps)
 # ; cond, shapes
 WhereBackward0 = _node(
     "WhereBackward0",
     lambda F, g, c, sa, sb: F.sum_to(_masked(F, c, g), sa),
     lambda F, g, c, sa, sb: F.sum_to(F.where(c, 0, g), sb),
+    frees_args=True,
 )
 
 # scans ; axis (None: a 0-d input)
@@ -526,13 +579,16 @@ LinalgQrBackward0 = _multi("LinalgQrBackward0", _qr_input)
 
 # reductions (dims: tuple of axes or None for all; keepdim as given)
 # ; shape, dims, keepdim
+# torch's names: ...Backward0 for sum()/mean()/prod() without dim, ...Backward1 with one
 SumBackward1 = _node(
     "SumBackward1", lambda F, g, shape, dims, keepdim: F.unreduce(g, shape, dims, keepdim)
 )
+SumBackward0 = _node("SumBackward0", *SumBackward1.vjps)
 # ; ..., count
 MeanBackward1 = _node(
     "MeanBackward1", lambda F, g, shape, dims, keepdim, n: F.unreduce(g / n, shape, dims, keepdim)
 )
+MeanBackward0 = _node("MeanBackward0", *MeanBackward1.vjps)
 # x; dims, keepdim, correction, n
 VarBackward0 = _node("VarBackward0", _variance)
 # x, result; same
@@ -542,6 +598,7 @@ ProdBackward1 = _node(
     "ProdBackward1",
     lambda F, g, x, dims, keepdim: F.unreduce(g, x.shape, dims, keepdim) * F.prod_others(x, dims),
 )
+ProdBackward0 = _node("ProdBackward0", *ProdBackward1.vjps)
 # x, result; dims, keepdim
 AmaxBackward0 = _node(
     "AmaxBackward0",
@@ -549,13 +606,17 @@ AmaxBackward0 = _node(
         F.unreduce(g, x.shape, dims, keepdim) * _max_weights(F, x, r, dims, keepdim),
 )
 AminBackward0 = _node("AminBackward0", *AmaxBackward0.vjps)
+# max()/min() without dim: amax's rule under torch's names
+MaxBackward1 = _node("MaxBackward1", *AmaxBackward0.vjps)
+MinBackward1 = _node("MinBackward1", *AmaxBackward0.vjps)
 # ; shape, dim, keepdim, indices
 MaxBackward0 = _node(
     "MaxBackward0",
     lambda F, g, shape, dim, keepdim, idx: F.scatter_add_zeros(
         F.reshape(g, keepdim_shape(shape, (dim,))), dim, idx, shape),
+    frees_args=True,
 )
-MinBackward0 = _node("MinBackward0", *MaxBackward0.vjps)
+MinBackward0 = _node("MinBackward0", *MaxBackward0.vjps, frees_args=True)
 # x, result; dims, keepdim
 LogsumexpBackward0 = _node(
     "LogsumexpBackward0",
@@ -563,7 +624,7 @@ LogsumexpBackward0 = _node(
         * F.exp(x - F.unreduce(r, x.shape, dims, keepdim)),
 )
 # x, result; dims, keepdim
-NormBackward1 = _node("NormBackward1", _norm2)
+LinalgVectorNormBackward0 = _node("LinalgVectorNormBackward0", _norm2)
 # result; dim
 SoftmaxBackward0 = _node(
     "SoftmaxBackward0", lambda F, g, r, dim: r * (g - F.sum(g * r, (dim,), True))
@@ -580,8 +641,9 @@ SqueezeBackward1 = _node("SqueezeBackward1", *ViewBackward0.vjps)
 UnsqueezeBackward0 = _node("UnsqueezeBackward0", *ViewBackward0.vjps)
 # ; dim0, dim1
 TransposeBackward0 = _node(
-    "TransposeBackward0", lambda F, g, d0, d1: F.swapaxes(g, d0, d1)
+    "TransposeBackward0", lambda F, g, d0, d1: F.swapaxes(g, d0, d1) if d0 != d1 else g
 )
+TBackward0 = _node("TBackward0", *TransposeBackward0.vjps)
 PermuteBackward0 = _node("PermuteBackward0", lambda F, g, inverse: F.permute(g, inverse))
 # ; input shape
 ExpandBackward0 = _node("ExpandBackward0", lambda F, g, shape: F.sum_to(g, shape))
@@ -600,13 +662,13 @@ SplitWithSizesBackward0 = _multi("SplitWithSizesBackward0", SplitBackward0.vjp)
 # indexing (gradient by scatter-add, so repeated advanced indices accumulate)
 # ; shape, key
 IndexBackward0 = _node(
-    "IndexBackward0", lambda F, g, shape, key: F.index_scatter(g, key, shape)
+    "IndexBackward0", lambda F, g, shape, key: F.index_scatter(g, key, shape), frees_args=True
 )
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
 DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
 # ; key
-IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key])
+IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key], frees_args=True)
 # ; interior slices
 ConstantPadNdBackward0 = _node("ConstantPadNdBackward0", lambda F, g, key: g[key])
 # ; key, value shape
@@ -614,6 +676,7 @@ IndexPutBackward0 = _node(
     "IndexPutBackward0",
     lambda F, g, key, sv: _outside(F, g, key),
     lambda F, g, key, sv: F.sum_to(g[key], sv),
+    frees_args=True,
 )
 # ; positions (flat indices into the base, shaped like the view), kept (0 at the positions)
 # The base after an in-place op on one of its views: the old base outside the view, the op's
@@ -632,10 +695,14 @@ AsStridedBackward0 = _node(
 GatherBackward0 = _node(
     "GatherBackward0",
     lambda F, g, dim, idx, shape: F.scatter_add_zeros(g, dim, idx, shape),
+    frees_args=True,
 )
 # ; dim, index
 ScatterAddBackward0 = _node(
-    "ScatterAddBackward0", lambda F, g, dim, idx: g, lambda F, g, dim, idx: F.gather(g, dim, idx)
+    "ScatterAddBackward0",
+    lambda F, g, dim, idx: g,
+    lambda F, g, dim, idx: F.gather(g, dim, idx),
+    frees_args=True,
 )
 
 # linear algebra

@@ -20,9 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.errors import DTypeError
+from tadiff.errors import DTypeError, InputError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, record, scalar_array
+from tadiff.ops._common import (
+    Tensor,
+    _make,
+    _state,
+    as_tensor,
+    not_broadcastable,
+    record,
+    scalar_array,
+)
 from tadiff.ops._erf import erf_array, erfc_array
 
 _ndarray = np.ndarray
@@ -68,7 +76,10 @@ def add(a: Any, b: Any) -> Tensor:
             if a._rg and _state.enabled:
                 return record(d.AddBackward0, out, (a, None), (), (a.data.shape, ()))
             return _make(out)
-    out = a.data + b.data
+    try:
+        out = a.data + b.data
+    except ValueError:
+        raise not_broadcastable("add", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
         return record(d.AddBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
     return _make(out)
@@ -85,7 +96,10 @@ def sub(a: Any, b: Any) -> Tensor:
             if a._rg and _state.enabled:
                 return record(d.SubBackward0, out, (a, None), (), (a.data.shape, ()))
             return _make(out)
-    out = a.data - b.data
+    try:
+        out = a.data - b.data
+    except ValueError:
+        raise not_broadcastable("sub", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
         return record(d.SubBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
     return _make(out)
@@ -113,7 +127,10 @@ def mul(a: Any, b: Any) -> Tensor:
             if a._rg and _state.enabled:
                 return record(d.MulScalarBackward0, out, (a, None), (), (b,))
             return _make(out)
-    out = a.data * b.data
+    try:
+        out = a.data * b.data
+    except ValueError:
+        raise not_broadcastable("mul", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
         return record(d.MulBackward0, out, (a, b), (a, b))
     return _make(out)
@@ -130,7 +147,10 @@ def div(a: Any, b: Any) -> Tensor:
             if a._rg and _state.enabled:
                 return record(d.DivScalarBackward0, out, (a, None), (), (b,))
             return _make(out)
-    out = _fix_dtype(a.data / b.data, a)
+    try:
+        out = _fix_dtype(a.data / b.data, a)
+    except ValueError:
+        raise not_broadcastable("div", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
         return record(d.DivBackward0, out, (a, b), (a, b))
     return _make(out)
@@ -152,12 +172,16 @@ def pow(a: Any, b: Any) -> Tensor:
     if not isinstance(a, Tensor):
         return rpow(b, a) if isinstance(b, Tensor) else pow(as_tensor(a), b)
     b = _operand(b, a)
+    try:
+        out = a.data ** (b.data if isinstance(b, Tensor) else b)
+    except ValueError as exc:
+        if isinstance(b, Tensor) and np.shape(a.data) != np.shape(b.data):
+            raise not_broadcastable("pow", a, b) from None
+        raise InputError(f"pow: {exc}") from None  # an integer to a negative integer power
     if isinstance(b, Tensor):
-        out = a.data**b.data
         if (a._rg or b._rg) and _state.enabled:
             return record(d.PowBackward1, out, (a, b), (a, b), save_result=True)
         return _make(out)
-    out = a.data**b
     if a._rg and _state.enabled:
         return record(d.PowBackward0, out, (a,), (a,), (b,))
     return _make(out)
@@ -247,13 +271,18 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tens
     """
     if min is None and max is None:
         raise DTypeError("clamp: at least one of 'min' or 'max' must not be None")
+    return _clamp_as(x, min, max, d.ClampBackward1)
+
+
+def _clamp_as(x: Tensor, min: float | None, max: float | None, node: type) -> Tensor:
+    """:func:`clamp` recorded as ``node`` (``clamp_min``/``clamp_max`` have torch's names)."""
     out = np.clip(x.data, min, max)
     if out.dtype != x.data.dtype:
         out = out.astype(x.data.dtype)
     if x._rg and _state.enabled:
         lo = -np.inf if min is None else min
         hi = np.inf if max is None else max
-        return record(d.ClampBackward1, out, (x,), (x,), (lo, hi))
+        return record(node, out, (x,), (x,), (lo, hi))
     return _make(out)
 
 
@@ -267,7 +296,10 @@ def _pair(a: Any, b: Any, name: str) -> tuple[Tensor, Tensor]:
 def maximum(a: Any, b: Any) -> Tensor:
     """Element-wise maximum with broadcasting; ties send half the gradient to each side."""
     a, b = _pair(a, b, "maximum() argument")
-    out = np.maximum(a.data, b.data)
+    try:
+        out = np.maximum(a.data, b.data)
+    except ValueError:
+        raise not_broadcastable("maximum", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
         return record(d.MaximumBackward0, out, (a, b), (a, b))
     return _make(out)
@@ -276,7 +308,10 @@ def maximum(a: Any, b: Any) -> Tensor:
 def minimum(a: Any, b: Any) -> Tensor:
     """Element-wise minimum with broadcasting; ties send half the gradient to each side."""
     a, b = _pair(a, b, "minimum() argument")
-    out = np.minimum(a.data, b.data)
+    try:
+        out = np.minimum(a.data, b.data)
+    except ValueError:
+        raise not_broadcastable("minimum", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
         return record(d.MinimumBackward0, out, (a, b), (a, b))
     return _make(out)
@@ -298,7 +333,10 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     if cond.dtype != np.bool_:
         raise DTypeError(f"where expected condition to be a boolean tensor, got {cond.dtype}")
     a, b = _pair(a, b, "where() argument")
-    out = np.where(cond, a.data, b.data)
+    try:
+        out = np.where(cond, a.data, b.data)
+    except ValueError:
+        raise not_broadcastable("where", cond, a, b) from None
     if (a._rg or b._rg) and _state.enabled:
         return record(d.WhereBackward0, out, (a, b), (), (cond, a.data.shape, b.data.shape))
     return _make(out)
@@ -311,7 +349,11 @@ def _compare(fn: Callable[[Any, Any], np.ndarray], name: str) -> Any:
     def op(a: Any, b: Any) -> Tensor:
         a = as_tensor(a, b if isinstance(b, Tensor) else None, name)
         bd = b.data if isinstance(b, Tensor) else _operand(b, a)
-        return _make(np.asarray(fn(a.data, bd.data if isinstance(bd, Tensor) else bd)))
+        bd = bd.data if isinstance(bd, Tensor) else bd
+        try:
+            return _make(np.asarray(fn(a.data, bd)))
+        except ValueError:
+            raise not_broadcastable(name, a, bd) from None
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Element-wise ``{name}`` comparison: a boolean Tensor outside the graph."

@@ -54,9 +54,15 @@ def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) 
             "grad mode enabled; this is ambiguous and forbidden (as in torch): create the view "
             "outside no_grad, or modify it inside no_grad"
         )
+    if _state.enabled and base is not None and base._rg and base.grad_fn is None:
+        # also for a view made before its base was set to require grad (torch refuses too)
+        raise AutogradError(
+            f"a view of a leaf Variable that requires grad is being used in an in-place "
+            f"operation ({name}); wrap it in td.no_grad() or work on a copy (x.clone())"
+        )
     recording = _state.enabled and (t._rg or any(isinstance(a, Tensor) and a._rg for a in args))
     if recording:
-        _check_recordable(t, base, name)
+        _refuse_leaf(t, name)
         old = _make(t.data.copy(), t.grad_fn, t._output_nr)
         old._rg = t._rg
         result = op(old, *args)
@@ -85,18 +91,11 @@ def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) 
     return t
 
 
-def _check_recordable(t: Tensor, base: Tensor | None, name: str) -> None:
+def _refuse_leaf(t: Tensor, name: str) -> None:
     if t.grad_fn is None and t._rg:
         raise AutogradError(
             f"a leaf Variable that requires grad is being used in an in-place operation "
             f"({name}); wrap it in td.no_grad() or use the out-of-place op"
-        )
-    if base is None:
-        return
-    if base.grad_fn is None and base._rg:
-        raise AutogradError(
-            f"a view of a leaf Variable that requires grad is being used in an in-place "
-            f"operation ({name}); wrap it in td.no_grad() or work on a copy (x.clone())"
         )
 
 
@@ -178,7 +177,7 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
         return _apply_inplace(t, index_put, key, v, name=name)
     recording = _state.enabled and (t._rg or v._rg)
     if recording:
-        _check_recordable(t, None, name)
+        _refuse_leaf(t, name)
         # IndexPutBackward0 saves nothing of the old value: its node and shape are enough
         old = _make(t.data, t.grad_fn, t._output_nr)
         old._rg = t._rg

@@ -21,9 +21,28 @@ import numpy as np
 
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, record
+from tadiff.ops._common import (
+    Tensor,
+    _make,
+    _state,
+    as_tensor,
+    broadcasts_to,
+    not_broadcastable,
+    record,
+)
 from tadiff.ops._gamma import digamma_array, lgamma_array, polygamma_array
-from tadiff.ops.elementwise import _fix_dtype, _pair, _unary, add, clamp, div, mul, pow, sub, where
+from tadiff.ops.elementwise import (
+    _clamp_as,
+    _fix_dtype,
+    _pair,
+    _unary,
+    add,
+    div,
+    mul,
+    pow,
+    sub,
+    where,
+)
 
 __all__ = [
     "acos",
@@ -119,12 +138,19 @@ def square(x: Any) -> Tensor:
     return pow(as_tensor(x, name="square() argument"), 2)
 
 
-def _binary(name: str, fn: Any, node: type, save_result: bool = False) -> Any:
+def _binary(name: str, fn: Any, node: type, number_node: type | None = None) -> Any:
+    """An element-wise op of two operands; ``number_node`` (torch's other overload name) is
+    recorded when ``b`` is a number."""
+
     def op(a: Any, b: Any) -> Tensor:
+        recorded = number_node if number_node and isinstance(b, (int, float)) else node
         a, b = _pair(a, b, f"{name}() argument")
-        out = _fix_dtype(np.asarray(fn(a.data, b.data)), a)
+        try:
+            out = _fix_dtype(np.asarray(fn(a.data, b.data)), a)
+        except ValueError:
+            raise not_broadcastable(name, a, b) from None
         if (a._rg or b._rg) and _state.enabled:
-            return record(node, out, (a, b), (a, b), (), save_result)
+            return record(recorded, out, (a, b), (a, b))
         return _make(out)
 
     op.__name__ = op.__qualname__ = name
@@ -135,23 +161,23 @@ atan2 = _binary("atan2", np.arctan2, d.Atan2Backward0)
 atan2.__doc__ = """The angle of the point ``(b, a)``, in ``(-pi, pi]``, broadcasting.
 
 Gradients ``b / (a² + b²)`` and ``-a / (a² + b²)``."""
-logaddexp = _binary("logaddexp", np.logaddexp, d.LogaddexpBackward0, save_result=True)
+logaddexp = _binary("logaddexp", np.logaddexp, d.LogaddexpBackward0)
 logaddexp.__doc__ = """``log(exp(a) + exp(b))`` without overflow, broadcasting."""
-remainder = _binary("remainder", np.remainder, d.RemainderBackward0)
+remainder = _binary("remainder", np.remainder, d.RemainderBackward1, d.RemainderBackward0)
 remainder.__doc__ = """Python's ``a % b`` (the sign of ``b``); gradients ``1`` and
 ``-floor(a / b)``."""
-fmod = _binary("fmod", np.fmod, d.FmodBackward0)
+fmod = _binary("fmod", np.fmod, d.FmodBackward1, d.FmodBackward0)
 fmod.__doc__ = """C's ``fmod`` (the sign of ``a``); gradients ``1`` and ``-trunc(a / b)``."""
 
 
 def clamp_min(x: Tensor, min: float) -> Tensor:
     """``clamp(x, min=min)``."""
-    return clamp(x, min=min)
+    return _clamp_as(as_tensor(x), min, None, d.ClampMinBackward0)
 
 
 def clamp_max(x: Tensor, max: float) -> Tensor:
     """``clamp(x, max=max)``."""
-    return clamp(x, max=max)
+    return _clamp_as(as_tensor(x), None, max, d.ClampMaxBackward0)
 
 
 def lerp(start: Any, end: Any, weight: Any) -> Tensor:

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, as_tensor, norm_dim
 from tadiff.ops.indexing import gather, getitem
-from tadiff.ops.shape import broadcast_to, cat, expand, moveaxis, reshape, transpose
+from tadiff.ops.shape import _view_op, broadcast_to, cat, expand, moveaxis, reshape
 
 __all__ = [
     "broadcast_tensors", "diff", "hstack", "index_select", "meshgrid", "movedim", "narrow",
@@ -39,7 +40,8 @@ def t(x: Any) -> Tensor:
     x = as_tensor(x, name="t() input")
     if x.ndim > 2:
         raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else x[...]
+    data, dims = (x.data.T, (0, 1)) if x.ndim == 2 else (x.data.view(), (0, 0))
+    return _view_op(x, data, d.TBackward0, dims)
 
 
 def narrow(x: Any, dim: int, start: int, length: int) -> Tensor:

@@ -10,10 +10,13 @@ Example:
     >>> x = td.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     >>> x.sum(dim=1)
     tensor([3., 7.], grad_fn=<SumBackward1>)
+    >>> x.sum()
+    tensor(10., grad_fn=<SumBackward0>)
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import namedtuple
 from typing import Any
 
@@ -84,7 +87,8 @@ def sum(
     if out is None:
         out = _reduce_out(x.data.sum(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
-        return record(d.SumBackward1, out, (x,), (), (x.data.shape, dims, keep))
+        node = d.SumBackward0 if dim is None and axis is None else d.SumBackward1
+        return record(node, out, (x,), (), (x.data.shape, dims, keep))
     return _make(out)
 
 
@@ -94,10 +98,15 @@ def mean(
     """Mean over ``dim`` (all dims when None); same arguments as :func:`sum`."""
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    out = _reduce_out(x.data.mean(axis=dims, keepdims=keep), x)
+    if x.data.size:
+        out = _reduce_out(x.data.mean(axis=dims, keepdims=keep), x)
+    else:  # NaN (0 / 0) where torch gives NaN, without NumPy's "Mean of empty slice" warning
+        with np.errstate(invalid="ignore"):
+            out = _reduce_out(x.data.sum(axis=dims, keepdims=keep) / 0.0, x)
     if x._rg and _state.enabled:
         n = _count(x.data.shape, dims)
-        return record(d.MeanBackward1, out, (x,), (), (x.data.shape, dims, keep, n))
+        node = d.MeanBackward0 if dim is None and axis is None else d.MeanBackward1
+        return record(node, out, (x,), (), (x.data.shape, dims, keep, n))
     return _make(out)
 
 
@@ -109,9 +118,20 @@ def _correction(correction: Any, unbiased: Any, ddof: Any) -> float:
     return 1.0 if unbiased is None or unbiased else 0.0
 
 
-def _bessel(n: int, c: float) -> float:
-    # n / (n - c); infinite when no degrees of freedom remain (torch returns nan/inf there too)
-    return n / (n - c) if n > c else np.inf
+def _variance_data(x: Tensor, dims: Any, keep: bool, c: float, n: int, what: str) -> np.ndarray:
+    """Σ (x − mean)² / max(0, n − c), torch's value: inf, or NaN (0/0) for a constant or empty
+    input, when no degrees of freedom remain — with torch's warning, not NumPy's."""
+    if n - c <= 0:
+        warnings.warn(
+            f"{what}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+            "reduction factor (input numel divided by output numel).",
+            UserWarning,
+            stacklevel=3,
+        )
+    data = x.data
+    with np.errstate(divide="ignore", invalid="ignore"):
+        centered = data - data.sum(axis=dims, keepdims=True) / n
+        return (centered * centered).sum(axis=dims, keepdims=keep) / (n - c if n > c else 0.0)
 
 
 def var(
@@ -137,7 +157,7 @@ def var(
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     c = _correction(correction, unbiased, ddof)
     n = _count(x.data.shape, dims)
-    out = _reduce_out(np.var(x.data, axis=dims, keepdims=keep) * _bessel(n, c), x)
+    out = _reduce_out(_variance_data(x, dims, keep, c, n, "var"), x)
     if x._rg and _state.enabled:
         return record(d.VarBackward0, out, (x,), (x,), (dims, keep, c, n))
     return _make(out)
@@ -159,7 +179,7 @@ def std(
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     c = _correction(correction, unbiased, ddof)
     n = _count(x.data.shape, dims)
-    out = _reduce_out(np.sqrt(np.var(x.data, axis=dims, keepdims=keep) * _bessel(n, c)), x)
+    out = _reduce_out(np.sqrt(_variance_data(x, dims, keep, c, n, "std")), x)
     if x._rg and _state.enabled:
         return record(d.StdBackward0, out, (x,), (x,), (dims, keep, c, n), save_result=True)
     return _make(out)
@@ -174,7 +194,8 @@ def prod(
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     out = _reduce_out(x.data.prod(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
-        return record(d.ProdBackward1, out, (x,), (x,), (dims, keep))
+        node = d.ProdBackward0 if dim is None and axis is None else d.ProdBackward1
+        return record(node, out, (x,), (x,), (dims, keep))
     return _make(out)
 
 
@@ -247,7 +268,7 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
 
         return maximum(x, dim)
     if dim is None:
-        return amax(x)
+        return _extreme(x, None, False, np.amax, d.MaxBackward1, "max")
     return _arg_extreme(x, dim, keepdim, True)
 
 
@@ -260,7 +281,7 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
 
         return minimum(x, dim)
     if dim is None:
-        return amin(x)
+        return _extreme(x, None, False, np.amin, d.MinBackward1, "min")
     return _arg_extreme(x, dim, keepdim, False)
 
 
@@ -328,7 +349,8 @@ def norm(
     if p in (2, 2.0, "fro"):
         out = _reduce_out(np.sqrt(np.sum(x.data * x.data, axis=dims, keepdims=keep)), x)
         if x._rg and _state.enabled:
-            return record(d.NormBackward1, out, (x,), (x,), (dims, keep), save_result=True)
+            node = d.LinalgVectorNormBackward0
+            return record(node, out, (x,), (x,), (dims, keep), save_result=True)
         return _make(out)
     from tadiff.ops.elementwise import abs as abs_
 

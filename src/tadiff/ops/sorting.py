@@ -72,10 +72,8 @@ def cumprod(x: Any, dim: int, *, dtype: Any = None) -> Tensor:
     x = as_tensor(x, name="cumprod() input")
     if dtype is not None:
         x = x.to(dtype)
-    if x.ndim == 0:
-        return x * 1
     ax = norm_dim(dim, x.ndim)
-    out = np.cumprod(x.data, axis=ax)
+    out = np.cumprod(x.data, axis=ax) if x.ndim else x.data.copy()
     if x._rg and _state.enabled:
         return record(d.CumprodBackward0, out, (x,), (x,), (ax,), save_result=True)
     return _make(out)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.tensor import Tensor, _make
+from tadiff.errors import DTypeError
 from tadiff.ops import (
     decompositions,
     indexing,
@@ -50,6 +51,12 @@ def _iop(fn: Any) -> Any:
 
 def _expand_as(x: Tensor, other: Tensor) -> Tensor:
     return shape.expand(x, *other.shape)
+
+
+def _iter(x: Tensor) -> Any:
+    if x.data.ndim == 0:
+        raise DTypeError("iteration over a 0-d tensor")  # a TypeError, as in torch
+    return iter(shape.unbind(x, 0))
 
 
 def _type_as(x: Tensor, other: Tensor) -> Tensor:
@@ -214,7 +221,7 @@ _METHODS: dict[str, Any] = {
     "tril": shape.tril,
     "argmax": reductions.argmax,
     "argmin": reductions.argmin,
-    "__iter__": lambda x: iter(shape.unbind(x, 0)),
+    "__iter__": _iter,
     "clone": shape.clone,
     "to": shape.to,
     "astype": shape.to,

@@ -381,22 +381,41 @@ def _build_blocks(xp: Any, V: Any, b: int, *, check: bool = True) -> _Blocks:
     Vb = Vp.reshape(nb, b, d)
     # T_j: the Gram matrix with its diagonal halved. Its strict lower triangle is left as is: the
     # triangular inverse reads only the upper one (and returns zeros below the diagonal).
-    T = Vb @ Vb.mT
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing row is refused below
+        T = Vb @ Vb.mT
     half = _diagonal(T)  # ‖v_i‖², halved below
     if pad:
         half[-1, b - pad :] = 1  # any nonzero value: padded rows of V are zero
-    # (check=False where the forward has checked the same V: a data-dependent branch is not
-    # allowed under torch.vmap)
-    if check and bool((half <= 0).any()):
-        row = int(xp.argmax((half.reshape(nb * b) <= 0) * 1))
-        raise InputError(
-            f"householder: row {row} of V is zero; a Householder vector must be nonzero"
-        )
+    # A zero row has no reflection; a NaN or inf entry would make every output entry NaN. One
+    # test of the squared norms finds both (one device synchronisation). check=False where the
+    # forward has checked the same V: a data-dependent branch is not allowed under torch.vmap.
+    if check and bool(((half <= 0) | ~xp.isfinite(half)).any()):
+        raise _bad_reflector(xp, V, half.reshape(nb * b)[:k])
     half *= 0.5
     Tinv = _triu_inverse(xp, T)
     parts = (Vb, Vb.mT, Tinv, Tinv.mT)
     views = tuple(zip(*(_unbind(xp, a) for a in parts), strict=True))
     return _Blocks(Vb, Tinv, k, views)
+
+
+def _bad_reflector(xp: Any, V: Any, norms: Any) -> InputError:
+    """The error for a ``V`` whose squared row ``norms`` are not all positive and finite."""
+    finite = xp.isfinite(V)
+    if not bool(finite.all()):
+        i, j = (int(v) for v in xp.argwhere(~finite)[0])
+        return InputError(
+            f"householder: V[{i}, {j}] = {float(V[i, j])}; every entry of V must be finite (a "
+            "non-finite reflector would make every output entry NaN)"
+        )
+    row = int(xp.argwhere(~xp.isfinite(norms) | (norms <= 0))[0][0])
+    if bool(norms[row] <= 0):
+        return InputError(
+            f"householder: row {row} of V is zero; a Householder vector must be nonzero"
+        )
+    return InputError(
+        f"householder: the squared norm of row {row} of V overflows {_dtype_name(V)}; rescale the "
+        "row (a reflection does not depend on the length of its vector)"
+    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -52,13 +52,18 @@ class SinkhornStats(NamedTuple):
 
     Attributes:
         iterations: full column+row iterations performed.
-        residual: max |Rᵀ1 − b| over the batch after the last iteration (None without ``tol``).
+        residual: max |Rᵀ1 − b| over the batch after the last iteration (None when neither
+            ``tol`` nor ``warn_tol`` asked for it).
         log_domain: whether the log-domain iteration was used.
     """
 
     iterations: int
     residual: float | None
     log_domain: bool
+
+
+#: Default ``warn_tol``: relative column-marginal error above which sinkhorn warns.
+WARN_TOL = 1e-3
 
 
 # ----------------------------------------------------------------------------------------------
@@ -142,6 +147,7 @@ def _check_matrix(X: Any) -> tuple[int, int]:
     n, m = int(X.shape[-2]), int(X.shape[-1])
     if n == 0 or m == 0:
         raise ShapeError(f"sinkhorn: X must have n, m >= 1, got shape {tuple(X.shape)}")
+    _check_batch(X.shape[:-2], "X", X.shape)
     if not _is_floating(_raw(X)):
         raise DTypeError(f"sinkhorn: X must have a floating dtype, got {X.dtype}")
     raw = _raw(X)
@@ -153,6 +159,15 @@ def _check_matrix(X: Any) -> tuple[int, int]:
             "(use a large negative number, not -inf, to mask an entry)"
         )
     return n, m
+
+
+def _check_batch(batch: Any, name: str, shape: Any) -> None:
+    empty = [i for i, s in enumerate(batch) if int(s) == 0]
+    if empty:
+        raise ShapeError(
+            f"sinkhorn: {name} of shape {tuple(shape)} has an empty batch (dim {empty[0]} has "
+            "size 0); there is no matrix to balance"
+        )
 
 
 def _constant_like(X: Any, values: Any) -> Any:
@@ -190,6 +205,7 @@ def _marginal(v: Any, X: Any, size: int, name: str, axis: int) -> Any:
             f"sinkhorn: {name} must have shape (..., {size}) to match X of shape "
             f"{tuple(X.shape)}, got {tuple(v.shape)}"
         )
+    _check_batch(v.shape[:-1], f"the marginal {name}", v.shape)
     raw = _raw(v)
     if not bool((raw > 0).all()) or not bool(namespace(raw).isfinite(raw).all()):
         raise InputError(f"sinkhorn: every entry of the marginal {name} must be positive, finite")
@@ -286,6 +302,7 @@ def sinkhorn_forward(
     tol: float | None = None,
     log_domain: bool | str = "auto",
     strict: bool = False,
+    warn_tol: float | None = WARN_TOL,
 ) -> tuple[Any, SinkhornStats]:
     """Balance ``exp(X)`` to row sums ``a`` and column sums ``b`` (no autograd wrapper).
 
@@ -303,8 +320,13 @@ def sinkhorn_forward(
             None runs exactly ``iters`` iterations and checks nothing.
         log_domain: iterate on ``log R`` (True), on ``R`` (False), or decide from the spread of
             each column of ``X`` ("auto"; large entries such as ±500 switch to the log domain).
-        strict: with ``tol``, raise :class:`tadiff.errors.ConvergenceError` instead of warning
-            (:class:`tadiff.errors.ConvergenceWarning`) when the tolerance is missed.
+        strict: raise :class:`tadiff.errors.ConvergenceError` instead of warning
+            (:class:`tadiff.errors.ConvergenceWarning`) when ``tol`` or ``warn_tol`` is missed.
+        warn_tol: without ``tol``, warn when the returned ``R`` is not balanced: when its column
+            sums are off by more than ``warn_tol`` times the largest entry of ``b``
+            (``max |Rᵀ1 − b| > warn_tol · max b``). The implicit backward is the gradient of the
+            balanced limit, so it does not fit an unbalanced ``R``. Costs one column sum (and
+            one device synchronisation on a GPU); None skips the check.
 
     Returns:
         ``(R, stats)``: ``R`` of the shape and dtype of ``X`` and a :class:`SinkhornStats`.
@@ -315,6 +337,7 @@ def sinkhorn_forward(
         (np.float64(0.333333), 5)
     """
     a, b, use_log = _prepare(X, a, b, iters, tol, log_domain)
+    _check_warn_tol(warn_tol)
     xp = namespace(X)
     recording = _records_graph(X, a, b)
     # Subtract each column's maximum: exp cannot overflow, and since the first step scales the
@@ -358,14 +381,46 @@ def sinkhorn_forward(
         done += 1
     R = xp.exp(state) if use_log else state
     if tol is not None and residual is not None and residual > tol:
-        message = (
+        _not_converged(
             f"sinkhorn did not converge: column-marginal error {residual:.3e} > tol {tol:.3e} "
-            f"after {iters} iterations (raise iters, or loosen tol)"
+            f"after {iters} iterations (raise iters, or loosen tol)",
+            strict,
         )
-        if strict:
-            raise ConvergenceError(message)
-        warnings.warn(message, ConvergenceWarning, stacklevel=_user_stacklevel())
+    elif tol is None and warn_tol is not None:
+        residual = check_balanced(R, b, iters, warn_tol, strict)
     return R, SinkhornStats(done, residual, use_log)
+
+
+def _check_warn_tol(warn_tol: Any) -> None:
+    if warn_tol is not None and not (isinstance(warn_tol, int | float) and warn_tol > 0):
+        raise InputError(f"sinkhorn: warn_tol must be None or a positive number, got {warn_tol!r}")
+
+
+def _not_converged(message: str, strict: bool) -> None:
+    if strict:
+        raise ConvergenceError(message)
+    warnings.warn(message, ConvergenceWarning, stacklevel=_user_stacklevel())
+
+
+def check_balanced(R: Any, b: Any, iters: int, warn_tol: float, strict: bool = False) -> float:
+    """Warn (raise with ``strict``) when the column sums of ``R`` are more than ``warn_tol``
+    (relative to the largest entry of ``b``) away from ``b``; return ``max |Rᵀ1 − b|``.
+
+    ``R`` is (..., n, m) and ``b`` broadcasts against its column sums (..., 1, m).
+    """
+    raw, target = _raw(R), _raw(b)
+    residual = _max_value(abs(raw.sum(axis=-2, keepdims=True) - target))
+    scale = _max_value(target)
+    if residual > warn_tol * scale:
+        _not_converged(
+            f"sinkhorn returned a matrix whose column sums are off by {residual:.3e} "
+            f"({residual / scale:.1e} of the largest marginal, more than warn_tol={warn_tol:g}) "
+            f"after {iters} iterations; the implicit backward is the gradient of the balanced "
+            "limit, not of this matrix. Raise iters, pass tol= to iterate until balanced, or "
+            "use backward='unrolled' (warn_tol=None turns this check off).",
+            strict,
+        )
+    return residual
 
 
 # ----------------------------------------------------------------------------------------------
@@ -544,6 +599,7 @@ def sinkhorn_vjp(
         True
     """
     _check_solver(method, _SOLVERS)
+    _check_batch(R.shape[:-2], "R", R.shape)
     if tuple(R.shape) != tuple(G.shape):
         raise ShapeError(
             f"sinkhorn_vjp: G must have the shape of R {tuple(R.shape)}, got {tuple(G.shape)}"
@@ -638,6 +694,18 @@ def _engine_function() -> Any:
     return SinkhornFunction
 
 
+def forward_options(
+    iters: int, tol: Any, log_domain: Any, strict: bool, warn_tol: Any, backward: str
+) -> dict[str, Any]:
+    """The keywords of :func:`sinkhorn_forward` for a call of ``sinkhorn``: no balance check for
+    ``backward="unrolled"``, whose gradient is that of the iterations actually run."""
+    _check_warn_tol(warn_tol)
+    return {
+        "iters": iters, "tol": tol, "log_domain": log_domain, "strict": strict,
+        "warn_tol": None if backward == "unrolled" else warn_tol,
+    }  # fmt: skip
+
+
 def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
     """Sum a broadcast gradient back to ``shape`` (marginals may be shared across the batch)."""
     extra = len(g.shape) - len(shape)
@@ -661,6 +729,7 @@ def sinkhorn(
     strict: bool = False,
     cg_maxiter: int | None = None,
     cg_tol: float | None = None,
+    warn_tol: float | None = WARN_TOL,
 ) -> Any:
     """Sinkhorn–Knopp projection of ``exp(X)``, differentiable without unrolling the iterations.
 
@@ -671,13 +740,20 @@ def sinkhorn(
         X: logits, shape ``(..., n, m)``.
         a, b: row / column marginals, shapes ``(..., n)`` / ``(..., m)`` (positive, equal mass);
             see :func:`sinkhorn_forward` for the defaults. Gradients flow to them too.
-        iters, tol, log_domain, strict: see :func:`sinkhorn_forward`.
+        iters, tol, log_domain, strict, warn_tol: see :func:`sinkhorn_forward`; by default a
+            returned ``R`` whose column sums are off by more than 1e-3 of the largest marginal
+            warns (:class:`tadiff.errors.ConvergenceWarning`), except with
+            ``backward="unrolled"``, whose gradient is that of the iterations performed.
         backward: "implicit", "implicit-2n", "direct", "unrolled" (autograd through the iterations,
             the reference) or "auto" (chosen from the size; see docs/sinkhorn.md).
         cg_maxiter, cg_tol: see :func:`sinkhorn_vjp`.
 
     Returns:
         ``R``, shape and type of ``X``: rows sum to ``a``, columns to ``b`` (up to ``tol``).
+
+    Raises:
+        ShapeError: ``X`` or a marginal has a wrong shape or an empty batch.
+        InputError: a non-finite entry of ``X`` (named by its index) or of a marginal.
 
     Example:
         >>> import tadiff as td
@@ -695,12 +771,10 @@ def sinkhorn(
 
         return torch_sinkhorn(
             X, a, b, iters=iters, tol=tol, log_domain=log_domain, backward=backward,
-            strict=strict, cg_maxiter=cg_maxiter, cg_tol=cg_tol,
+            strict=strict, cg_maxiter=cg_maxiter, cg_tol=cg_tol, warn_tol=warn_tol,
         )  # fmt: skip
-    forward = {"iters": iters, "tol": tol, "log_domain": log_domain, "strict": strict}
-    if isinstance(X, np.ndarray):
-        return sinkhorn_forward(X, a, b, **forward)[0]
-    if backward == "unrolled":
+    forward = forward_options(iters, tol, log_domain, strict, warn_tol, backward)
+    if isinstance(X, np.ndarray) or backward == "unrolled":
         return sinkhorn_forward(X, a, b, **forward)[0]
     _check_matrix(X)
     method = choose_backward(backward, X.shape[-2], X.shape[-1])

@@ -53,9 +53,11 @@ from tadiff.structured.householder import (
     householder_vjp,
 )
 from tadiff.structured.sinkhorn import (
+    WARN_TOL,
     _check_cg,
     _check_matrix,
     choose_backward,
+    forward_options,
     sinkhorn_forward,
     sinkhorn_vjp,
 )
@@ -87,20 +89,22 @@ def _sinkhorn_op(
     method: str,
     cg_maxiter: int | None,
     cg_tol: float | None,
+    warn_tol: float | None,
 ) -> torch.Tensor:
+    log_domain = _LOG_DOMAIN[log_domain]
     R, _ = sinkhorn_forward(
-        X, a, b, iters=iters, tol=tol, log_domain=_LOG_DOMAIN[log_domain], strict=strict
+        X, a, b, iters=iters, tol=tol, log_domain=log_domain, strict=strict, warn_tol=warn_tol
     )
     return R if R is not X else R.clone()  # an op's output must not alias its input
 
 
 @_sinkhorn_op.register_fake
-def _(X, a, b, iters, tol, log_domain, strict, method, cg_maxiter, cg_tol):
+def _(X, a, b, iters, tol, log_domain, strict, method, cg_maxiter, cg_tol, warn_tol):
     return torch.empty_like(X)
 
 
 def _sinkhorn_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-    _, a, b, _, _, _, _, method, cg_maxiter, cg_tol = inputs
+    _, a, b, _, _, _, _, method, cg_maxiter, cg_tol, _ = inputs
     ctx.solver = (method, cg_maxiter, cg_tol)
     ctx.marginal_shapes = (None if a is None else a.shape, None if b is None else b.shape)
     ctx.save_for_backward(output)
@@ -110,14 +114,14 @@ def _sinkhorn_backward(ctx: Any, G: torch.Tensor) -> tuple:
     (R,) = ctx.saved_tensors
     method, cg_maxiter, cg_tol = ctx.solver
     want_a, want_b = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
-    none7 = (None,) * 7
+    options = (None,) * 8  # iters, tol, log_domain, strict, method, cg_maxiter, cg_tol, warn_tol
     if not (want_a or want_b):
-        return (_sinkhorn_vjp_op(R, G, method, cg_maxiter, cg_tol), None, None, *none7)
+        return (_sinkhorn_vjp_op(R, G, method, cg_maxiter, cg_tol), None, None, *options)
     dX, ga, gb = _sinkhorn_vjp_marginals_op(R, G, method, cg_maxiter, cg_tol)
     shape_a, shape_b = ctx.marginal_shapes
     ga = ga.sum_to_size(shape_a) if want_a else None
     gb = gb.sum_to_size(shape_b) if want_b else None
-    return (dX, ga, gb, *none7)
+    return (dX, ga, gb, *options)
 
 
 _sinkhorn_op.register_autograd(_sinkhorn_backward, setup_context=_sinkhorn_setup)
@@ -176,6 +180,7 @@ def sinkhorn(
     strict: bool = False,
     cg_maxiter: int | None = None,
     cg_tol: float | None = None,
+    warn_tol: float | None = WARN_TOL,
 ) -> torch.Tensor:
     """:func:`tadiff.torch.sinkhorn` as the custom op ``tadiff::sinkhorn`` (compiles whole).
 
@@ -193,8 +198,9 @@ def sinkhorn(
     _check_cg(cg_maxiter, cg_tol)
     if log_domain not in ("auto", True, False):
         raise InputError(f"sinkhorn: log_domain must be 'auto', True or False, got {log_domain!r}")
+    forward = forward_options(iters, tol, log_domain, strict, warn_tol, method)
     if method == "unrolled":
-        return sinkhorn_forward(X, a, b, iters=iters, tol=tol, log_domain=log_domain)[0]
+        return sinkhorn_forward(X, a, b, **forward)[0]
     for name, v in (("a", a), ("b", b)):
         if v is not None and not isinstance(v, torch.Tensor):
             raise InputError(f"sinkhorn: {name} must be a torch tensor or None, got {type(v)}")
@@ -205,7 +211,7 @@ def sinkhorn(
         other = given.sum(-1, keepdim=True) * given.new_full((size,), 1.0 / size)
         a, b = (given, other) if b is None else (other, given)
     mode = {True: "true", False: "false"}.get(log_domain, "auto")
-    return _sinkhorn_op(X, a, b, iters, tol, mode, strict, method, cg_maxiter, cg_tol)
+    return _sinkhorn_op(X, a, b, iters, tol, mode, strict, method, cg_maxiter, cg_tol, warn_tol)
 
 
 def _is_compiling() -> bool:

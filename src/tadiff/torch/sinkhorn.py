@@ -14,11 +14,14 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from tadiff.structured.sinkhorn import (
+    WARN_TOL,
     _check_cg,
     _check_matrix,
     _complete_marginals,
     _prepare,
+    check_balanced,
     choose_backward,
+    forward_options,
     sinkhorn_forward,
     sinkhorn_vjp,
 )
@@ -50,7 +53,10 @@ def _forward(X, a, b, options):
         if not use_log:  # the fused kernel iterates in the scaling domain only
             from tadiff.structured.sinkhorn_triton import sinkhorn_forward_triton
 
-            return sinkhorn_forward_triton(X, a3[..., 0], b3[..., 0, :], iters=fwd["iters"])
+            R = sinkhorn_forward_triton(X, a3[..., 0], b3[..., 0, :], iters=fwd["iters"])
+            if fwd["warn_tol"] is not None:
+                check_balanced(R, b3, fwd["iters"], fwd["warn_tol"], fwd["strict"])
+            return R
     return sinkhorn_forward(X, a, b, **fwd)[0]
 
 
@@ -106,6 +112,7 @@ def sinkhorn(
     strict: bool = False,
     cg_maxiter: int | None = None,
     cg_tol: float | None = None,
+    warn_tol: float | None = WARN_TOL,
 ) -> torch.Tensor:
     """Sinkhorn–Knopp projection of ``exp(X)`` for torch tensors, implicit backward.
 
@@ -113,7 +120,9 @@ def sinkhorn(
         X: logits, shape ``(..., n, m)``, floating, any device.
         a, b: row / column marginals, ``(..., n)`` / ``(..., m)``, positive, equal mass; defaults
             as in :func:`tadiff.structured.sinkhorn.sinkhorn_forward`. Gradients flow to them.
-        iters, tol, log_domain, strict: see :func:`tadiff.structured.sinkhorn.sinkhorn_forward`.
+        iters, tol, log_domain, strict, warn_tol: see
+            :func:`tadiff.structured.sinkhorn.sinkhorn_forward`; an unbalanced ``R`` warns by
+            default (not with ``backward="unrolled"``).
         backward: "implicit", "implicit-2n", "direct", "unrolled" (torch autograd through the
             iterations) or "auto" (see :func:`tadiff.structured.sinkhorn.choose_backward`).
         cg_maxiter, cg_tol: see :func:`tadiff.structured.sinkhorn.sinkhorn_vjp`.
@@ -131,7 +140,7 @@ def sinkhorn(
     n, m = _check_matrix(X)
     method = choose_backward(backward, n, m)
     _check_cg(cg_maxiter, cg_tol)  # now, not at the first backward
-    forward = {"iters": iters, "tol": tol, "log_domain": log_domain, "strict": strict}
+    forward = forward_options(iters, tol, log_domain, strict, warn_tol, method)
     if method == "unrolled":
         return sinkhorn_forward(X, a, b, **forward)[0]
     a = a if a is None or isinstance(a, torch.Tensor) else X.detach().new_tensor(a)
