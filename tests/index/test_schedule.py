@@ -319,3 +319,37 @@ def test_numpy_lowering_stays_under_the_memory_budget():
     rows = slice(0, 7)
     small = {"a": arrays["a"][rows], "b": arrays["b"], "v": arrays["v"]}
     np.testing.assert_allclose(got[rows], f.reference(**small), rtol=1e-12)
+
+
+def test_derivatives_sharing_their_loops_are_one_nest():
+    # d/db and d/dv of the kernel sum both need exp(-|a_i - b_j|**2) for every pair (j, i):
+    # one pass over the pairs computes both, the exponential once
+    from tadiff.index.compile.schedule import plan_gradients
+
+    f = define(CORPUS[0][0])
+    shapes = {"a": (300, 4), "b": (200, 4), "v": (200,), "dout": (300,)}
+    plan = plan_gradients(f, ("a", "b", "v"), shapes, np.float32, {"out": (f, (300,))})
+    ((members, nest),) = plan.fused
+    assert {w for w, _ in members} == {"b", "v"}
+    apart = sum(plan.programs[w].stages[k].nest.cost for w, k in members)
+    assert nest.cost < 0.75 * apart
+    assert nest.text().count("exp(") == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_gradients_through_the_engine_match_the_interpreter(dtype):
+    pytest.importorskip("numba")
+    import tadiff as td
+
+    f = define(CORPUS[0][0]).using("numba")
+    rng = np.random.default_rng(6)
+    arrays = {"a": rng.normal(size=(7, 3)), "b": rng.normal(size=(5, 3)), "v": rng.normal(size=5)}
+    tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
+    y = f(**tensors)
+    g = rng.normal(size=y.shape)
+    y.backward(td.tensor(g.astype(dtype)))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for name, t in tensors.items():
+        expected = f.grad(name).reference(**arrays, dout=g)
+        assert t.grad.data.dtype == dtype
+        np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)

@@ -282,7 +282,8 @@ class TensorFunction:
         forward's saved output, as the engine's backward does): the stages, each stage's loop
         order and the level its subexpressions are computed at, the saved values read, the
         estimated operations, loads and stores, the memory of arguments and temporaries, and
-        the backend each stage runs on.
+        the backend each stage runs on; then the derivatives the backward computes in one nest
+        because they share their loops.
 
         Args:
             dtype: the compute dtype.
@@ -299,7 +300,7 @@ class TensorFunction:
             True
         """
         from tadiff.index.compile.lower import stage_backends
-        from tadiff.index.compile.schedule import plan_program
+        from tadiff.index.compile.schedule import plan_gradients, plan_program
 
         backend = backend or self.backend
         self._arrays({n: np.empty(s) for n, s in shapes.items()}, convert=False)
@@ -316,6 +317,10 @@ class TensorFunction:
             program = plan_program(fn, arg_shapes, dtype, known)
             on = ", ".join(stage_backends(program, backend))
             parts.append(f"== {title} (stages on: {on})\n{program.explain()}")
+        known = {self.out_name: (self, out_shape)}
+        together = plan_gradients(self, self.args, plans[-1][2], dtype, known)
+        if together.fused:
+            parts.append("== the backward's derivatives together (Numba)\n" + together.explain())
         return "\n\n".join(parts)
 
     # -- derivatives ----------------------------------------------------------------------------

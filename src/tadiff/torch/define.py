@@ -38,7 +38,7 @@ from tadiff.errors import DTypeError, InputError
 from tadiff.index import TensorFunction
 from tadiff.index import define as _define_index
 from tadiff.index.compile.cache import kernel
-from tadiff.index.compile.engine_op import evaluate_arrays, saved_output
+from tadiff.index.compile.engine_op import evaluate_arrays, evaluate_gradients, saved_output
 
 __all__ = ["TorchIndexFunction", "define"]
 
@@ -59,8 +59,16 @@ class _IndexOp(torch.autograd.Function):
         fn, backend = ctx.fn, ctx.backend
         *tensors, out = ctx.saved_tensors
         values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
+        needed = ctx.needs_input_grad[2:]
+        wrts = tuple(n for n, need in zip(fn.args, needed, strict=True) if need)
+        together = {}
+        if not torch.is_grad_enabled() and wrts and _on_numpy(values, fn, backend):
+            # every needed derivative at once: those sharing loops run as one nest
+            arrays = {n: _as_array(values[n]) for n in (*fn.args, fn.grad_name)}
+            computed = evaluate_gradients(fn, wrts, arrays, backend, _as_array(out))
+            together = {n: torch.from_numpy(g) for n, g in computed.items()}
         grads: list[Any] = [None, None]
-        for name, t, need in zip(fn.args, tensors, ctx.needs_input_grad[2:], strict=True):
+        for name, t, need in zip(fn.args, tensors, needed, strict=True):
             if not need:
                 grads.append(None)
                 continue
@@ -69,10 +77,21 @@ class _IndexOp(torch.autograd.Function):
             if torch.is_grad_enabled():
                 # create_graph: the derivative is an op of its own, differentiable again
                 g = _IndexOp.apply(derivative, backend, *(inputs[n] for n in derivative.args))
+            elif name in together:
+                g = together[name]
             else:
                 g = _evaluate(derivative, inputs, backend, saved_output(fn, derivative, out))
             grads.append(g.to(t.dtype))
         return tuple(grads)
+
+
+def _on_numpy(values: dict[str, torch.Tensor], fn: TensorFunction, backend: str) -> bool:
+    """Whether these tensors run the NumPy/Numba kernels (all on the CPU, no Triton asked)."""
+    return backend != "triton" and all(values[n].device.type == "cpu" for n in fn.args)
+
+
+def _as_array(t: torch.Tensor) -> np.ndarray:
+    return t.detach().resolve_conj().resolve_neg().numpy()
 
 
 def _evaluate(
@@ -109,9 +128,9 @@ def _evaluate(
             known[name] = (source, tuple(array.shape))
         shapes = {n: tuple(values[n].shape) for n in fn.args}
         return kernel(fn, shapes, dtype, "triton", known)(tensors)
-    arrays = {n: values[n].detach().resolve_conj().resolve_neg().numpy() for n in fn.args}
+    arrays = {n: _as_array(values[n]) for n in fn.args}
     numpy_saved = {
-        name: (source, array.detach().numpy()) for name, (source, array) in (saved or {}).items()
+        name: (source, _as_array(array)) for name, (source, array) in (saved or {}).items()
     }
     return torch.from_numpy(evaluate_arrays(fn, arrays, backend, numpy_saved))
 

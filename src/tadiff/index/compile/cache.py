@@ -37,6 +37,7 @@ __all__ = [
     "BACKENDS",
     "cache_limit",
     "clear_cache",
+    "gradient_kernel",
     "kernel",
     "record_derivation",
     "set_cache_limit",
@@ -247,3 +248,56 @@ def _lower(fn, shapes, dtype, backend, params, out_shape, known) -> Kernel:
     from tadiff.index.compile.lower import lower_program
 
     return lower_program(fn, shapes, dtype, backend, known)
+
+
+def gradient_kernel(
+    fn,
+    wrts: tuple[str, ...],
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype: object = np.float64,
+    backend: str = "auto",
+    known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
+):
+    """The cached callable computing ``fn``'s derivatives with respect to ``wrts`` together,
+    ``arrays -> {argument: gradient}`` (see
+    :func:`~tadiff.index.compile.lower.lower_gradients`): derivatives that share their outer
+    loops run as one nest.
+
+    Args:
+        fn: the forward TensorFunction.
+        wrts: argument names.
+        shapes: the shapes of ``fn``'s arguments and of its incoming gradient.
+        dtype, backend, known: as for :func:`kernel`.
+    """
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    if backend in ("einsum", "triton"):  # no fused nests there: one kernel per derivative
+        kernels = {w: kernel(fn.grad(w), shapes, dtype, backend, known) for w in wrts}
+        return lambda arrays: {w: k(arrays) for w, k in kernels.items()}
+    dtype = np.dtype(dtype)
+    names = (*fn.args, fn.grad_name)
+    shapes = {n: tuple(int(d) for d in shapes[n]) for n in names}
+    known = dict(known or {})
+    known_key = tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
+    key = ("gradients", _key(fn), tuple(wrts), tuple(shapes.items()), dtype.str, backend, known_key)
+    hit = _KERNELS.get(key)
+    if hit is not None:
+        _STATS["cache_hits"] += 1
+        _KERNELS.move_to_end(key)
+        return hit
+    from tadiff.index.compile.lower import lower_gradients
+
+    start = time.perf_counter()
+    for w in wrts:
+        g = fn.grad(w)
+        arg_shapes = {a: shapes[a] for a in g.args}
+        params = g._params(arg_shapes)
+        _shapes.check_bounds(g.body, g.out_vars, g.output_shape(**arg_shapes), params, arg_shapes)
+    result = lower_gradients(fn, tuple(wrts), shapes, dtype, backend, known)
+    _STATS["compilations"] += len(result.backends)
+    _STATS["compile_seconds"] += time.perf_counter() - start
+    for b in result.backends:
+        _BY_BACKEND[b] = _BY_BACKEND.get(b, 0) + 1
+    _KERNELS[key] = result
+    _evict()
+    return result

@@ -44,7 +44,7 @@ from tadiff.index.compile.schedule import (
 from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
 from tadiff.index.expr import Access, Affine, Index, Sum, substitute
 
-__all__ = ["AUTO_NUMBA_MIN_WORK", "lower_program", "stage_backends"]
+__all__ = ["AUTO_NUMBA_MIN_WORK", "lower_gradients", "lower_program", "stage_backends"]
 
 AUTO_NUMBA_MIN_WORK = 1e6
 """Estimated operations (plus loads and stores) of a stage from which ``auto`` compiles it with
@@ -233,3 +233,84 @@ def lower_program(
     result.program = program
     result.stage_backends = [k.backend for k in kernels]
     return result
+
+
+def lower_gradients(
+    fn,
+    wrts: tuple[str, ...],
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype,
+    backend: str = "auto",
+    known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
+):
+    """A callable ``arrays -> {argument: gradient}`` computing ``fn``'s derivatives with respect
+    to ``wrts`` together (:func:`~tadiff.index.compile.schedule.plan_gradients`): stages that
+    share their outer loops and run on Numba are one nest.
+
+    Args:
+        fn: the forward TensorFunction.
+        wrts: the arguments to differentiate with respect to.
+        shapes: the shapes of ``fn``'s arguments and of the incoming gradient.
+        dtype, backend, known: as for :func:`lower_program`.
+    """
+    from tadiff.index.compile.schedule import plan_gradients
+
+    dtype = np.dtype(dtype)
+    einsums = {}
+    for name in wrts:
+        g = fn.grad(name)
+        arg_shapes = {a: shapes[a] for a in g.args}
+        if backend in ("auto", "einsum"):
+            out_shape = g.output_shape(**arg_shapes)
+            k = lower_einsum(g, g._params(arg_shapes), arg_shapes, out_shape, dtype)
+            if k is not None:
+                einsums[name] = k
+    rest = tuple(n for n in wrts if n not in einsums)
+    plan = plan_gradients(fn, rest, shapes, dtype, known) if rest else None
+    runners = []  # (stage keys it computes, callable arrays -> {name: array})
+    done: set[tuple[str, int]] = set()
+    if plan is not None:
+        choices = {w: _choices(p, backend) for w, p in plan.programs.items()}
+        all_shapes = {k: v for p in plan.programs.values() for k, v in p.shapes.items()}
+        for members, nest in plan.fused:
+            if any(choices[w][k][0] != "numba" for w, k in members):
+                continue
+            from tadiff.index.compile.numba_backend import lower_numba_fused
+
+            stages = [plan.programs[w].stages[k] for w, k in members]
+            run = lower_numba_fused(
+                [s.fn for s in stages], nest, all_shapes, dtype, [s.out_shape for s in stages]
+            )
+            runners.append(run)
+            done.update(members)
+        for w, program in plan.programs.items():
+            for k, (stage, (b, kern)) in enumerate(zip(program.stages, choices[w], strict=True)):
+                if (w, k) in done:
+                    continue
+                kern = kern if kern is not None else _stage_kernel(stage, program, b)
+                runners.append(_named(stage.fn.out_name, kern))
+    finals = {w: p.stages[-1].fn.out_name for w, p in (plan.programs.items() if plan else ())}
+
+    def run(arrays):
+        values = dict(arrays)
+        out = {name: k({a: arrays[a] for a in k_args(name)}) for name, k in einsums.items()}
+        for r in runners:
+            values.update(r(values))
+        out.update({w: values[name] for w, name in finals.items()})
+        return out
+
+    def k_args(name):
+        return fn.grad(name).args
+
+    run.plan = plan
+    # one entry per kernel built (a fused nest counts once), for the cache's statistics
+    run.backends = ["einsum"] * len(einsums) + [getattr(r, "backend", "numba") for r in runners]
+    return run
+
+
+def _named(name: str, kernel: Kernel):
+    def run(values):
+        return {name: kernel(values)}
+
+    run.backend = kernel.backend
+    return run
