@@ -384,7 +384,9 @@ def plan_program(
     factored = factor_sums(body, box, params)
     if factored is not body and _in_bounds(factored, fn.out_vars, out_shape, all_shapes):
         body = factored
-        notes.append("factors independent of a sum's index moved out of the sum")
+        notes.append(
+            "factors independent of a sum's index moved out of the sum, terms on fewer indices split off"
+        )
     taken = set(all_shapes) | {fn.out_name} | {v for n in walk(body) for v in free_indices(n)}
     taken |= set(reserved)
     best = None
