@@ -385,7 +385,8 @@ def plan_program(
     if factored is not body and _in_bounds(factored, fn.out_vars, out_shape, all_shapes):
         body = factored
         notes.append(
-            "factors independent of a sum's index moved out of the sum, terms on fewer indices split off"
+            "factors independent of a sum's index moved out of the sum "
+            "(and terms on fewer indices split off)"
         )
     taken = set(all_shapes) | {fn.out_name} | {v for n in walk(body) for v in free_indices(n)}
     taken |= set(reserved)
