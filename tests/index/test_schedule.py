@@ -353,3 +353,24 @@ def test_fused_gradients_through_the_engine_match_the_interpreter(dtype):
         expected = f.grad(name).reference(**arrays, dout=g)
         assert t.grad.data.dtype == dtype
         np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)
+
+
+def test_numpy_lowering_of_a_scalar_sum_stays_under_the_memory_budget():
+    # no output row to divide: the outermost sum's range is cut into pieces instead
+    f = define("s[] = sum[i](sum[j](exp(-(x[i] - z[j])**2)) * w[i])")
+    rng = np.random.default_rng(7)
+    arrays = {"x": rng.normal(size=3000), "z": rng.normal(size=3000), "w": rng.normal(size=3000)}
+    previous = set_memory_budget(2**22)
+    try:
+        k = kernel(f, {n: a.shape for n, a in arrays.items()}, np.float64, "numpy")
+        tracemalloc.start()
+        got = k(arrays)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
+        set_memory_budget(previous)
+    assert "pieces" in k.source
+    assert peak < 3 * 2**22, peak  # the 72 MB pair matrix is never made whole
+    x, z, w = arrays["x"], arrays["z"], arrays["w"]
+    exact = sum(float(np.exp(-((x[i] - z) ** 2)).sum() * w[i]) for i in range(3000))
+    np.testing.assert_allclose(got, exact, rtol=1e-10)

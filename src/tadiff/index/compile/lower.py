@@ -111,12 +111,58 @@ def _numpy_kernel(stage: Stage, shapes: Mapping, dtype: np.dtype) -> Kernel:
     fn, out_shape = stage.fn, stage.out_shape
     peak = stage.nest.peak * dtype.itemsize * 3  # a value and two operands alive at once
     budget = memory_budget()
-    if _is_contraction_like(stage) or peak <= budget or not out_shape or out_shape[0] <= 1:
+    if _is_contraction_like(stage) or peak <= budget:
         return lower_numpy(fn, shapes, dtype, None, out_shape)
-    rows = max(1, int(budget // (peak / out_shape[0])))
-    if rows >= out_shape[0]:
-        return lower_numpy(fn, shapes, dtype, None, out_shape)
-    return _chunked(fn, shapes, dtype, out_shape, rows)
+    if out_shape and out_shape[0] > 1 and peak / out_shape[0] <= budget:
+        return _chunked(fn, shapes, dtype, out_shape, int(budget // (peak / out_shape[0])))
+    found = _outer_sum(fn.body)
+    if found is not None:  # a row is too large alone: divide the outermost sum's range
+        return _chunked_sum(fn, found, shapes, dtype, out_shape, peak / budget)
+    return lower_numpy(fn, shapes, dtype, None, out_shape)
+
+
+def _outer_sum(body) -> Sum | None:
+    """The sum a body is (up to factors outside it), whose range can be split."""
+    _, factors = product_factors(body)
+    sums = [f for f in factors if isinstance(f, Sum)]
+    return sums[0] if len(sums) == 1 else None
+
+
+def _chunked_sum(fn, outer: Sum, shapes, dtype, out_shape, parts: float) -> Kernel:
+    """The NumPy kernel of ``fn`` with its outermost sum's range cut into pieces whose
+    evaluation fits the budget: the body is linear in that sum, so the pieces add up."""
+    from tadiff.index.compile.rewrite import replace_node, sum_interval
+
+    params = fn._params(shapes)
+    box = {v: (0, n - 1) for v, n in zip(fn.out_vars, out_shape, strict=True)}
+    lo, hi = sum_interval(outer.lower, outer.upper, box, params)
+    step = max(1, int((hi - lo + 1) / max(parts, 1.0)))
+    pieces = []
+    for start in range(lo, hi + 1, step):
+        piece = Sum(
+            outer.var,
+            (*outer.lower, Affine.constant(start)),
+            (*outer.upper, Affine.constant(min(hi, start + step - 1))),
+            outer.body,
+        )
+        sub = definition(
+            fn.out_name,
+            fn.out_vars,
+            out_shape,
+            replace_node(fn.body, outer, piece),
+            shapes,
+            fn.args,
+        )
+        pieces.append(lower_numpy(sub, {a: shapes[a] for a in sub.args}, dtype, None, out_shape))
+
+    def run(arrays):
+        total = pieces[0](arrays)
+        for k in pieces[1:]:
+            total += k(arrays)
+        return total
+
+    text = f"vectorized plan of {fn} in {len(pieces)} pieces of the range of {outer.var}"
+    return Kernel("numpy", run, tuple(out_shape), dtype, text)
 
 
 def _chunked(fn, shapes, dtype, out_shape, rows: int) -> Kernel:
