@@ -32,7 +32,7 @@ import tadiff as td
 from tadiff.index import define
 from tadiff.index.compile import clear_cache, kernel, stats
 from tadiff.index.compile._affine import integer_form
-from tadiff.index.compile.vectorized import _product_factors
+from tadiff.index.compile.rewrite import product_factors
 from tadiff.index.expr import Access, Sum
 
 SIZES = {
@@ -179,7 +179,7 @@ def scatter_vjp(f, wrt: str, arrays: dict, dy: np.ndarray) -> np.ndarray:
     shapes = {k: v.shape for k, v in arrays.items()}
     params = f._params(shapes)
     out_shape = f.output_shape(**shapes)
-    scale, (body,) = _product_factors(f.body)
+    scale, (body,) = product_factors(f.body)
     names, ranges = list(f.out_vars), list(out_shape)
     while isinstance(body, Sum):
         lo = max(-((-c) // d) for _, c, d in (integer_form(b, params) for b in body.lower))
@@ -188,7 +188,7 @@ def scatter_vjp(f, wrt: str, arrays: dict, dy: np.ndarray) -> np.ndarray:
         ranges.append(hi - lo + 1)
         body = body.body
         assert lo == 0
-    inner, factors = _product_factors(body)
+    inner, factors = product_factors(body)
     grids = dict(zip(names, np.indices(ranges, sparse=True), strict=True))
 
     def index(access: Access) -> tuple:

@@ -298,12 +298,10 @@ def test_an_access_is_not_hoisted_out_of_a_where():
     np.testing.assert_array_equal(run_in_python(program, arrays), f.reference(**arrays))
 
 
-def test_numpy_lowering_stays_under_the_memory_budget():
-    # the kernel sum's iteration space is i x j x q = 2000 x 2000 x 8 float64: 256 MB at once
-    f = define("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])")
-    rng = np.random.default_rng(3)
-    arrays = {"a": rng.normal(size=(2000, 8)), "b": rng.normal(size=(2000, 8)), "v": np.ones(2000)}
-    previous = set_memory_budget(2**23)
+def _run_under_budget(f, arrays, budget):
+    """The NumPy kernel of ``f`` compiled under ``budget``, its result, and the peak of the
+    memory NumPy allocated while it ran (tracemalloc sees NumPy's allocations)."""
+    previous = set_memory_budget(budget)
     try:
         k = kernel(f, {n: a.shape for n, a in arrays.items()}, np.float64, "numpy")
         tracemalloc.start()
@@ -313,6 +311,15 @@ def test_numpy_lowering_stays_under_the_memory_budget():
     finally:
         set_memory_budget(previous)
     assert memory_budget() == previous
+    return k, got, peak
+
+
+def test_numpy_lowering_stays_under_the_memory_budget():
+    # the kernel sum's iteration space is i x j x q = 2000 x 2000 x 8 float64: 256 MB at once
+    f = define("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])")
+    rng = np.random.default_rng(3)
+    arrays = {"a": rng.normal(size=(2000, 8)), "b": rng.normal(size=(2000, 8)), "v": np.ones(2000)}
+    k, got, peak = _run_under_budget(f, arrays, 2**23)
     assert "chunks" in k.source
     # the budget with room for the chunk's output and NumPy's own temporaries of a reduction
     assert peak < 3 * 2**23, peak
@@ -360,15 +367,7 @@ def test_numpy_lowering_of_a_scalar_sum_stays_under_the_memory_budget():
     f = define("s[] = sum[i](sum[j](exp(-(x[i] - z[j])**2)) * w[i])")
     rng = np.random.default_rng(7)
     arrays = {"x": rng.normal(size=3000), "z": rng.normal(size=3000), "w": rng.normal(size=3000)}
-    previous = set_memory_budget(2**22)
-    try:
-        k = kernel(f, {n: a.shape for n, a in arrays.items()}, np.float64, "numpy")
-        tracemalloc.start()
-        got = k(arrays)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    finally:
-        set_memory_budget(previous)
+    k, got, peak = _run_under_budget(f, arrays, 2**22)
     assert "pieces" in k.source
     assert peak < 3 * 2**22, peak  # the 72 MB pair matrix is never made whole
     x, z, w = arrays["x"], arrays["z"], arrays["w"]

@@ -27,9 +27,6 @@ from tadiff.index.expr import (
     Affine,
     Cond,
     Node,
-    Op,
-    Sum,
-    Where,
     free_indices,
     fresh_name,
     index_exprs,
@@ -484,29 +481,14 @@ def _range_facts(variables: tuple[str, ...], ranges: tuple) -> tuple[Cond, ...]:
 
 def _replace_access(node: Node, name: str, gammas: tuple[str, ...]) -> Node:
     """Replace every ``name[e]`` by the delta ``[gammas == e]``."""
-    cache: dict[int, Node] = {}
 
-    def go(n: Node) -> Node:
-        hit = cache.get(id(n))
-        if hit is not None:
-            return hit
-        if isinstance(n, Access) and n.name == name:
-            conds = [
-                Cond.eq(Affine.variable(g) - e) for g, e in zip(gammas, n.indices, strict=True)
-            ]
-            out = ir.where(conds, ir.ONE)
-        elif isinstance(n, Op):
-            out = ir.apply(n.op, *(go(a) for a in n.args))
-        elif isinstance(n, Where):
-            out = ir.where(n.conds, go(n.then), go(n.other))
-        elif isinstance(n, Sum):
-            out = ir.sum_over(n.var, n.lower, n.upper, go(n.body))
-        else:
-            out = n
-        cache[id(n)] = out
-        return out
+    def delta(n: Node) -> Node | None:
+        if not (isinstance(n, Access) and n.name == name):
+            return None
+        conds = [Cond.eq(Affine.variable(g) - e) for g, e in zip(gammas, n.indices, strict=True)]
+        return ir.where(conds, ir.ONE)
 
-    return go(node)
+    return ir.rebuild(node, delta)
 
 
 def define(source: str) -> TensorFunction:

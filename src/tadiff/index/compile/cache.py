@@ -207,28 +207,48 @@ def kernel(
         ShapeError, BoundsError: shapes that do not fit the definition (checked once per key).
         MissingDependencyError: ``"numba"`` without numba installed.
     """
-    if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise InputError(f"kernels compute in float32 or float64, got dtype {dtype}")
+    dtype = _checked(backend, dtype)
     shapes = {name: tuple(int(n) for n in shapes[name]) for name in fn.args}
     known = dict(known or {})
-    known_key = tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
-    key = (_key(fn), tuple(shapes.items()), dtype.str, backend, known_key)
-    hit = _KERNELS.get(key)
+    key = (_key(fn), tuple(shapes.items()), dtype.str, backend, _known_key(known))
+    hit = _hit(key)
     if hit is not None:
-        _STATS["cache_hits"] += 1
-        _KERNELS.move_to_end(key)
         return hit
     start = time.perf_counter()
     params = fn._params(shapes)
     out_shape = fn.output_shape(**shapes)
     _shapes.check_bounds(fn.body, fn.out_vars, out_shape, params, shapes)
     result = _lower(fn, shapes, dtype, backend, params, out_shape, known)
-    _STATS["compilations"] += 1
+    return _keep(key, result, [result.backend], start)
+
+
+def _checked(backend: str, dtype: object) -> np.dtype:
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise InputError(f"kernels compute in float32 or float64, got dtype {dtype}")
+    return dtype
+
+
+def _known_key(known: Mapping[str, tuple[object, tuple[int, ...]]]) -> tuple:
+    return tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
+
+
+def _hit(key: tuple):
+    hit = _KERNELS.get(key)
+    if hit is not None:
+        _STATS["cache_hits"] += 1
+        _KERNELS.move_to_end(key)
+    return hit
+
+
+def _keep(key: tuple, result, backends: list[str], start: float):
+    """Cache ``result`` and count the kernels it was built from (one per backend entry)."""
+    _STATS["compilations"] += len(backends)
     _STATS["compile_seconds"] += time.perf_counter() - start
-    _BY_BACKEND[result.backend] = _BY_BACKEND.get(result.backend, 0) + 1
+    for b in backends:
+        _BY_BACKEND[b] = _BY_BACKEND.get(b, 0) + 1
     _KERNELS[key] = result
     _evict()
     return result
@@ -269,21 +289,17 @@ def gradient_kernel(
         shapes: the shapes of ``fn``'s arguments and of its incoming gradient.
         dtype, backend, known: as for :func:`kernel`.
     """
-    if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    dtype = _checked(backend, dtype)
     if backend in ("einsum", "triton"):  # no fused nests there: one kernel per derivative
         kernels = {w: kernel(fn.grad(w), shapes, dtype, backend, known) for w in wrts}
         return lambda arrays: {w: k(arrays) for w, k in kernels.items()}
-    dtype = np.dtype(dtype)
     names = (*fn.args, fn.grad_name)
     shapes = {n: tuple(int(d) for d in shapes[n]) for n in names}
     known = dict(known or {})
-    known_key = tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
-    key = ("gradients", _key(fn), tuple(wrts), tuple(shapes.items()), dtype.str, backend, known_key)
-    hit = _KERNELS.get(key)
+    key = ("gradients", _key(fn), tuple(wrts), tuple(shapes.items()), dtype.str, backend)
+    key += (_known_key(known),)
+    hit = _hit(key)
     if hit is not None:
-        _STATS["cache_hits"] += 1
-        _KERNELS.move_to_end(key)
         return hit
     from tadiff.index.compile.lower import lower_gradients
 
@@ -294,10 +310,4 @@ def gradient_kernel(
         params = g._params(arg_shapes)
         _shapes.check_bounds(g.body, g.out_vars, g.output_shape(**arg_shapes), params, arg_shapes)
     result = lower_gradients(fn, tuple(wrts), shapes, dtype, backend, known)
-    _STATS["compilations"] += len(result.backends)
-    _STATS["compile_seconds"] += time.perf_counter() - start
-    for b in result.backends:
-        _BY_BACKEND[b] = _BY_BACKEND.get(b, 0) + 1
-    _KERNELS[key] = result
-    _evict()
-    return result
+    return _keep(key, result, result.backends, start)

@@ -411,31 +411,15 @@ def reuse_known(body: Node, known: list[Known]) -> Node:
     candidates = [k for k in known if k.body.children()]  # a bare access is not worth a read
     if not candidates:
         return body
-    memo: dict[int, Node] = {}
 
-    def go(n: Node) -> Node:
-        hit = memo.get(id(n))
-        if hit is not None:
-            return hit
-        out = None
+    def read(n: Node) -> Node | None:
         for k in candidates:
             where = _match(k, n)
             if where is not None:
-                out = ir.access(k.name, where)
-                break
-        if out is None:
-            if isinstance(n, Op):
-                out = ir.apply(n.op, *(go(a) for a in n.args))
-            elif isinstance(n, Where):
-                out = ir.where(n.conds, go(n.then), go(n.other))
-            elif isinstance(n, Sum):
-                out = ir.sum_over(n.var, n.lower, n.upper, go(n.body))
-            else:
-                out = n
-        memo[id(n)] = out
-        return out
+                return ir.access(k.name, where)
+        return None
 
-    return go(body)
+    return ir.rebuild(body, read)
 
 
 def accessed(node: Node) -> set[str]:
@@ -445,27 +429,7 @@ def accessed(node: Node) -> set[str]:
 
 def replace_node(body: Node, old: Node, new: Node) -> Node:
     """``body`` with every occurrence of the node ``old`` (by identity) replaced by ``new``."""
-    memo: dict[int, Node] = {}
-
-    def go(n: Node) -> Node:
-        if n is old:
-            return new
-        if not n.children():
-            return n
-        hit = memo.get(id(n))
-        if hit is not None:
-            return hit
-        if isinstance(n, Op):
-            out = ir.apply(n.op, *(go(a) for a in n.args))
-        elif isinstance(n, Where):
-            out = ir.where(n.conds, go(n.then), go(n.other))
-        else:
-            assert isinstance(n, Sum)
-            out = ir.sum_over(n.var, n.lower, n.upper, go(n.body))
-        memo[id(n)] = out
-        return out
-
-    return go(body)
+    return ir.rebuild(body, lambda n: new if n is old else None)
 
 
 def sum_swaps(body: Node, limit: int = 4) -> list[Node]:
