@@ -75,6 +75,7 @@ class TensorFunction:
     backend: str = "auto"
     _grads: dict[str, TensorFunction] = field(default_factory=dict, repr=False)
     _checked: set = field(default_factory=set, repr=False)
+    _reads_output: dict = field(default_factory=dict, repr=False)
 
     # -- shapes ---------------------------------------------------------------------------------
     def _arrays(self, arrays: Mapping[str, object], convert: bool = True) -> dict[str, np.ndarray]:
@@ -383,6 +384,27 @@ class TensorFunction:
             equal_sizes=self.equal_sizes,
             jacobian_of=(self, wrt),
         )
+
+    def grad_reads_output(self, wrt: str) -> bool:
+        """Whether the kernels of :meth:`grad` ``(wrt)`` read this function's output instead of
+        recomputing it (its formula contains the forward's body): the engine then saves the
+        output for the backward, as torch does for ``exp`` or ``sigmoid``.
+
+        Example:
+            >>> define("y[i] = exp(x[i])").grad_reads_output("x")
+            True
+            >>> define("y[i] = x[i] * w[i]").grad_reads_output("x")
+            False
+        """
+        hit = self._reads_output.get(wrt)
+        if hit is None:
+            from tadiff.index.compile.rewrite import Known, reuse_known
+
+            grad = self.grad(wrt)
+            own = Known(self.out_name, tuple(self.out_vars), self.body)
+            hit = self.out_name not in grad.args and reuse_known(grad.body, [own]) is not grad.body
+            self._reads_output[wrt] = hit
+        return hit
 
     @property
     def grad_name(self) -> str:

@@ -50,8 +50,11 @@ class _IndexOp(torch.autograd.Function):
     def forward(ctx: Any, fn: TensorFunction, backend: str, *tensors: torch.Tensor) -> Any:
         ctx.fn, ctx.backend = fn, backend
         out = _evaluate(fn, dict(zip(fn.args, tensors, strict=True)), backend)
-        # the output is saved too: derivatives read it instead of recomputing the forward
-        ctx.save_for_backward(*tensors, out)
+        # the output is saved too where a needed derivative reads it instead of recomputing the
+        # forward (so modifying it in place before the backward is an error, as in torch)
+        needed = [n for n, need in zip(fn.args, ctx.needs_input_grad[2:], strict=True) if need]
+        reads = any(fn.grad_reads_output(n) for n in needed)
+        ctx.save_for_backward(*tensors, out if reads else None)
         return out
 
     @staticmethod
@@ -65,7 +68,8 @@ class _IndexOp(torch.autograd.Function):
         if not torch.is_grad_enabled() and wrts and _on_numpy(values, fn, backend):
             # every needed derivative at once: those sharing loops run as one nest
             arrays = {n: _as_array(values[n]) for n in (*fn.args, fn.grad_name)}
-            computed = evaluate_gradients(fn, wrts, arrays, backend, _as_array(out))
+            output = None if out is None else _as_array(out)
+            computed = evaluate_gradients(fn, wrts, arrays, backend, output)
             together = {n: torch.from_numpy(g) for n, g in computed.items()}
         grads: list[Any] = [None, None]
         for name, t, need in zip(fn.args, tensors, needed, strict=True):
@@ -80,7 +84,8 @@ class _IndexOp(torch.autograd.Function):
             elif name in together:
                 g = together[name]
             else:
-                g = _evaluate(derivative, inputs, backend, saved_output(fn, derivative, out))
+                saved = {} if out is None else saved_output(fn, derivative, out)
+                g = _evaluate(derivative, inputs, backend, saved)
             grads.append(g.to(t.dtype))
         return tuple(grads)
 

@@ -126,8 +126,11 @@ class IndexOp(Function):
         values = dict(zip(fn.args, tensors, strict=True))
         ctx.fn, ctx.backend = fn, backend
         out = Tensor(evaluate_arrays(fn, values, backend))
-        # the output is saved too: derivatives read it instead of recomputing the forward
-        ctx.save_for_backward(*tensors, out)
+        # the output is saved too where a needed derivative reads it instead of recomputing the
+        # forward (so modifying it in place before the backward is an error, as in torch)
+        needed = [n for n, need in zip(fn.args, ctx.needs_input_grad[2:], strict=True) if need]
+        reads = any(fn.grad_reads_output(n) for n in needed)
+        ctx.save_for_backward(*tensors, out if reads else None)
         return out
 
     @staticmethod
@@ -139,7 +142,8 @@ class IndexOp(Function):
         wrts = tuple(n for n, need in zip(fn.args, needed, strict=True) if need)
         if not is_grad_enabled() and wrts:
             # every needed derivative at once: those sharing loops run as one nest
-            computed = evaluate_gradients(fn, wrts, values, backend, out.data)
+            output = None if out is None else out.data
+            computed = evaluate_gradients(fn, wrts, values, backend, output)
         grads: list[object] = [None, None]
         for name, t, need in zip(fn.args, tensors, needed, strict=True):
             if not need:
