@@ -191,6 +191,17 @@ class TorchIndexFunction:
                 )
         return _IndexOp.apply(fn, self.backend, *(tensors[n] for n in fn.args))
 
+    def explain(self, dtype: object = np.float32, **shapes: tuple[int, ...]) -> str:
+        """The plan of the forward and of each derivative for these argument shapes (see
+        :meth:`tadiff.index.TensorFunction.explain`).
+
+        Example:
+            >>> op = define("y[i] = sum[k](x[i+k] * w[k])")
+            >>> "stage 1 (result)" in op.explain(x=(10,), w=(3,))
+            True
+        """
+        return self.definition.explain(dtype, self.backend, **shapes)
+
     def __repr__(self) -> str:
         return f"tadiff.torch.define({str(self.definition)!r}, backend={self.backend!r})"
 
