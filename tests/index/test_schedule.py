@@ -373,3 +373,40 @@ def test_numpy_lowering_of_a_scalar_sum_stays_under_the_memory_budget():
     x, z, w = arrays["x"], arrays["z"], arrays["w"]
     exact = sum(float(np.exp(-((x[i] - z) ** 2)).sum() * w[i]) for i in range(3000))
     np.testing.assert_allclose(got, exact, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_inline_exponential_is_within_one_ulp(dtype):
+    # the Numba kernels' exp (inlined so loops of it vectorize) against the correctly rounded
+    # value: the float64 exp of float32 input rounded once is correctly rounded for float32;
+    # for float64 inputs NumPy's exp (itself within an ulp) is the reference, hence 2 ulp
+    pytest.importorskip("numba")
+    f = define("y[i] = exp(x[i])").using("numba")
+    lo, hi = (-104.0, 89.0) if dtype == np.float32 else (-746.0, 710.0)
+    grid = np.linspace(lo, hi, 400_001)
+    specials = [0.0, -0.0, 1e-30, -1e-30, np.inf, -np.inf, np.nan, lo - 1, hi + 1]
+    x = np.concatenate([grid, specials]).astype(dtype)
+    got = f.evaluate({"x": x})
+    with np.errstate(over="ignore"):
+        exact = np.exp(x.astype(np.float64)).astype(dtype)
+    finite = np.isfinite(exact) & (exact >= np.finfo(dtype).tiny)
+    ulps = np.abs(got[finite].astype(np.float64) - exact[finite]) / np.spacing(exact[finite])
+    assert ulps.max() <= (1.0 if dtype == np.float32 else 2.0), ulps.max()
+    # overflow, underflow, inf, nan behave as exp's
+    tail = got[-len(specials) :]
+    np.testing.assert_array_equal(tail[:4], [1.0, 1.0, 1.0, 1.0])
+    assert tail[4] == np.inf and tail[5] == 0.0 and np.isnan(tail[6])
+    assert tail[7] == 0.0 and tail[8] == np.inf
+    subnormal = (exact > 0) & (exact < np.finfo(dtype).tiny)
+    np.testing.assert_allclose(
+        got[subnormal], exact[subnormal], rtol=0, atol=2 * np.finfo(dtype).smallest_subnormal
+    )
+
+
+def test_loops_with_an_exponential_after_an_inner_sum_run_in_strips():
+    f = define(CORPUS[0][0])
+    program = plan_program(f, {"a": (1000, 3), "b": (1000, 3), "v": (1000,)}, np.float32)
+    text = program.stages[-1].nest.text()
+    assert "in strips of" in text and "phase 2:" in text
+    phase2 = text.split("phase 2:")[1]
+    assert "exp(" in phase2 and "for q" not in phase2  # the exponentials: a loop of their own

@@ -82,6 +82,7 @@ __all__ = [
     "loop_orders",
     "op_cost",
     "shared_prefix",
+    "strip_mine",
 ]
 
 
@@ -135,7 +136,12 @@ class Store:
 @dataclass
 class Loop:
     """``for var in max(ceil(lower)) .. min(floor(upper))``, ``parallel`` for the outermost
-    output loop; ``trip`` is the estimated iteration count."""
+    output loop; ``trip`` is the estimated iteration count.
+
+    A loop split into *phases* (:func:`strip_mine`) runs its range in strips of ``width``
+    values: each phase is a loop over the strip, and the values a later phase uses from an
+    earlier one (``carried``) pass through a buffer of ``width`` elements.
+    """
 
     var: str
     lower: tuple[Affine, ...]
@@ -143,6 +149,9 @@ class Loop:
     body: list = field(default_factory=list)
     parallel: bool = False
     trip: float = 0.0
+    phases: list | None = None
+    carried: tuple[str, ...] = ()
+    width: int = 0
 
 
 @dataclass
@@ -233,11 +242,17 @@ def _text(block: list, indent: str, lines: list[str]) -> None:
     for s in block:
         if isinstance(s, Loop):
             par = " (parallel)" if s.parallel else ""
-            lines.append(
-                f"{indent}for {s.var} in {_bounds_text(s.lower, True)}.."
-                f"{_bounds_text(s.upper, False)}{par}:"
-            )
-            _text(s.body, indent + "  ", lines)
+            head = f"{indent}for {s.var} in {_bounds_text(s.lower, True)}.."
+            head += f"{_bounds_text(s.upper, False)}{par}"
+            if s.phases is None:
+                lines.append(head + ":")
+                _text(s.body, indent + "  ", lines)
+                continue
+            carried = ", ".join(s.carried)
+            lines.append(f"{head}, in strips of {s.width} ({carried} carried between phases):")
+            for k, phase in enumerate(s.phases, 1):
+                lines.append(f"{indent}  phase {k}:")
+                _text(phase, indent + "    ", lines)
         elif isinstance(s, If):
             lines.append(f"{indent}if {' and '.join(_cond_text(c) for c in s.conds)}:")
             _text(s.then, indent + "  ", lines)
@@ -607,6 +622,7 @@ def build_nest(
         b.close_loop(loop, *saved)
     if pinned:  # the zeros the delta leaves are written once, by the fill
         b.stores += math.prod(out_shape)
+    strip_mine(b.root)
     return Nest(
         b.root,
         out_name,
@@ -774,6 +790,7 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
         b.close_loop(loop, *saved)
         for stored in pending.pop(depth - 1, []):
             b.chain[depth - 1].insert(stored)
+    strip_mine(b.root)
     return Nest(
         b.root,
         ",".join(p.out_name for p in parts),
@@ -786,3 +803,92 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
         b.peak,
         zero_fill=zero,
     )
+
+
+# -- strips: a transcendental function after an inner sum, vectorized across the outer loop -------
+
+_VECTORIZED = frozenset({"exp", "sigmoid"})  # functions the Numba backend computes inline
+STRIP_WIDTH = 256
+"""Values of a split loop per strip: the buffers of one strip stay in the first-level cache."""
+
+
+def strip_mine(block: list, width: int = STRIP_WIDTH) -> None:
+    """Split loops where an exponential follows an inner sum (in place).
+
+    In ``for j: (acc = sum over q); e = exp(-acc); out += e * v[j]`` the exponential is computed
+    one ``j`` at a time, after each inner loop: nothing vectorizes it. Split into phases over
+    strips of ``j`` — the inner sums of a strip into a buffer, then the exponentials and what
+    follows for the whole strip — the second phase is a loop without inner loops, which LLVM
+    vectorizes (with the backend's inline exponential), so several pairs' exponentials are
+    computed at once. Loops that run only a few times (estimated under 64) stay as they are.
+    """
+    for s in block:
+        if isinstance(s, Loop):
+            strip_mine(s.body, width)
+            if s.phases is None and not s.parallel and s.trip >= 64:
+                _split(s, width)
+        elif isinstance(s, If):
+            strip_mine(s.then, width)
+            strip_mine(s.other, width)
+
+
+def _defined(stmts: list) -> set[str]:
+    names: set[str] = set()
+    for s in stmts:
+        if isinstance(s, Let | Init | Assign):
+            names.add(s.name)
+        elif isinstance(s, Loop):
+            names |= _defined(s.body)
+        elif isinstance(s, If):
+            names |= _defined(s.then) | _defined(s.other)
+    return names
+
+
+def _used(stmts: list) -> set[str]:
+    names: set[str] = set()
+    for s in stmts:
+        if isinstance(s, Let):
+            names.update(s.args)
+        elif isinstance(s, AddTo | Assign | Store):
+            names.add(s.value)
+        elif isinstance(s, Loop):
+            names |= _used(s.body)
+        elif isinstance(s, If):
+            names |= _used(s.then) | _used(s.other)
+    return names
+
+
+def _split(loop: Loop, width: int) -> None:
+    body = loop.body
+    summed: set[str] = set()  # values that come out of an inner loop of this body
+    first = None
+    for k, s in enumerate(body):
+        if isinstance(s, Loop | If):
+            summed |= _defined([s]) | {
+                t.name for t in _walk_stmts(s) if isinstance(t, AddTo)
+            }
+        elif isinstance(s, Let) and set(s.args) & summed:
+            summed.add(s.name)
+            if s.kind in _VECTORIZED:
+                first = k
+                break
+    if first is None:
+        return
+    stop = next((k for k in range(first, len(body)) if isinstance(body[k], Loop | If)), len(body))
+    phases = [p for p in (body[:first], body[first:stop], body[stop:]) if p]
+    carried: list[str] = []
+    for k in range(1, len(phases)):
+        before = _defined([s for p in phases[:k] for s in p])
+        carried += sorted((before & _used(phases[k])) - set(carried))
+    loop.phases, loop.carried, loop.width = phases, tuple(carried), width
+
+
+def _walk_stmts(s) -> list:
+    out = [s]
+    if isinstance(s, Loop):
+        for t in s.body:
+            out += _walk_stmts(t)
+    elif isinstance(s, If):
+        for t in (*s.then, *s.other):
+            out += _walk_stmts(t)
+    return out
