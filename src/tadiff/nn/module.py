@@ -28,6 +28,7 @@ from tadiff.autograd.graph import RemovableHandle
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import hooks as module_hooks
+from tadiff.parallel import sync_threads
 
 # id(tensor) -> weak reference, for every tensor made by Parameter(...). See Parameter for why
 # parameters are marked rather than subclassed.
@@ -378,6 +379,7 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        sync_threads()  # use the cores other processes leave idle (tadiff.parallel)
         hooks = self.__dict__.get("_hooks")
         if hooks is None:
             return self.forward(*args, **kwargs)

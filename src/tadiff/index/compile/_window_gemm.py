@@ -50,7 +50,7 @@ the image, ``i`` over a 3-wide window).
   views of ``dy`` (stride 2, 3x3: nine terms, four views). :func:`plan_classes` copies each
   distinct view once per block and lets every class multiply its consecutive run of them.
 * **Threads.** The block plans' loops over batch elements, and the shared classes', run on
-  OpenBLAS's threads (:func:`tadiff.parallel.run_blocks`): a thread copies a block into its
+  several threads (:func:`tadiff.parallel.run_blocks`): a thread copies a block into its
   own buffer and multiplies it with one BLAS thread. Sums over blocks (weight gradients) go
   through :func:`sum_over_blocks`, in block order whichever thread took a block. The views
   plan's loops stay in one thread (their buffers outgrow a core's cache).
