@@ -84,6 +84,18 @@ def test_set_num_threads_governs_numpy_blas(monkeypatch):
         td.set_num_threads(previous)
 
 
+def test_set_num_threads_governs_numba_kernels(monkeypatch):
+    numba = pytest.importorskip("numba")
+    monkeypatch.setattr(parallel, "_dynamic", False)
+    previous = td.set_num_threads(1)
+    try:
+        assert numba.get_num_threads() == 1
+        td.set_num_threads(2)
+        assert numba.get_num_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
+    finally:
+        td.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2", None])
 def test_set_num_threads_rejects_what_is_not_a_positive_int(bad, monkeypatch):
     monkeypatch.setattr(parallel, "_requested", None)

@@ -1,8 +1,9 @@
 """Threads: how many tadiff uses, in NumPy's BLAS and in its own block loops.
 
 :func:`set_num_threads` bounds every thread tadiff starts or lets BLAS start: NumPy's BLAS
-(through `threadpoolctl <https://github.com/joblib/threadpoolctl>`_) and the helper threads of
-tadiff's block-looping kernels (a compiled convolution handles one batch element per block).
+(through `threadpoolctl <https://github.com/joblib/threadpoolctl>`_), the parallel loops of the
+Numba backend, and the helper threads of tadiff's block-looping kernels (a compiled convolution
+handles one batch element per block).
 
 **Cores other processes keep busy are not used** (on Linux, where ``/proc/stat`` says how busy
 the cores are). BLAS libraries split a product between their threads in equal parts and wait
@@ -48,6 +49,7 @@ import itertools
 import math
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -297,8 +299,10 @@ def threads_in_use() -> int:
 
 
 def sync_threads(force: bool = False) -> int:
-    """Set NumPy's BLAS to :func:`threads_in_use` threads where that changed (or ``force``);
-    returns the count. Cheap: called before every training step, backward pass and block loop.
+    """Set NumPy's BLAS, and Numba's parallel kernels where Numba is loaded (for the calling
+    thread: Numba's count is per thread), to :func:`threads_in_use` threads where that changed
+    (or ``force``); returns the count. Cheap: called before every module call, backward pass
+    and block loop.
     """
     global _applied
     threads = threads_in_use()
@@ -306,6 +310,9 @@ def sync_threads(force: bool = False) -> int:
         with _sync_lock:
             for controller in _blas_controllers():
                 controller.set_num_threads(threads)
+            numba = sys.modules.get("numba")  # its parallel kernels (the Numba backend)
+            if numba is not None:
+                numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             _applied = threads
     return threads
 
