@@ -163,7 +163,7 @@ def test_npz_save_load_round_trip(tmp_path):
 def test_load_rejects_files_that_are_not_npz(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_text("not a zip")
-    with pytest.raises(InputError, match=r"is not a tadiff/NumPy \.npz file"):
+    with pytest.raises(InputError, match=r"is not a tadiff checkpoint or NumPy \.npz file"):
         nn.load(bad)
     single = tmp_path / "single.npy"
     np.save(single, np.ones(2))
