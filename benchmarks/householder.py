@@ -579,7 +579,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dims", default="64,128,256,512,1024,2048")
-    parser.add_argument("--m", type=int, default=32, help="columns of X (the issue's table: 32)")
+    parser.add_argument("--m", type=int, default=32, help="columns of X (default 32)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--no-sweep", action="store_true", help="skip the block-size sweep")
     parser.add_argument(

@@ -3,7 +3,7 @@
     python benchmarks/index_derive.py            # 7 repeats per definition
     python benchmarks/index_derive.py --quick    # 3 repeats
 
-For every definition of a corpus (matmul, strided convolution, flattening, diagonal, the issue's
+For every definition of a corpus (matmul, strided convolution, flattening, diagonal, the
 exp/sum example, ...) it derives the gradient with respect to every argument, twice:
 
 * **tadiff**: the normal derivation (simplifying constructors, delta elimination, dropping
@@ -39,7 +39,7 @@ CORPUS = [
     ("x[2*i]", "y[i] = x[2*i]", {"x": (7,)}),
     ("max pool", "y[i] = maximum(x[2*i], x[2*i+1])", {"x": (6,)}),
     (
-        "issue exp/sum",
+        "exp/sum",
         "f[i,j] = exp(-sum[k]((a[i,k] + b[j,k])**2 * c[i,i] + d[i+k]**3))",
         {"a": (2, 2), "b": (2, 2), "c": (2, 2), "d": (3,)},
     ),

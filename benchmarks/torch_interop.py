@@ -222,7 +222,7 @@ def main() -> None:
     _table("Sinkhorn layer", sk, ["unrolled torch"])
     _table("function() bridge", _function_rows(rounds, burst), ["torch ops"])
     conv = _conv_rows(rounds, burst)
-    if conv and torch.cuda.is_available():  # not measured yet: no GPU in the sessions so far
+    if conv and torch.cuda.is_available():  # not measured yet: no GPU so far
         conv += _conv_rows(rounds, burst, device="cuda")
     if conv:
         _table("Index-notation convolution", conv, ["torch conv1d"])
