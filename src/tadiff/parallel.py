@@ -461,7 +461,8 @@ def run_blocks(
         The workers made (one per thread that took part), for the caller to collect.
 
     Raises:
-        Whatever a worker raised (the first, after every thread that started has stopped).
+        BaseException: whatever a worker raised (the first, after every thread that started
+            has stopped).
 
     Example:
         >>> from tadiff.parallel import run_blocks
