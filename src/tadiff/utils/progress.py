@@ -1,8 +1,9 @@
 """Progress feedback for long loops: a tqdm bar when tqdm is installed, else a one-line counter.
 
 The examples and benchmarks wrap their training epochs and measurement rounds in
-:func:`progress`; their ``--quiet`` flag passes ``quiet=True``. Progress goes to standard error,
-so a benchmark's table on standard output stays clean when redirected to a file.
+:func:`progress`; their ``--quiet`` flag passes ``quiet=True``, or calls :func:`set_quiet` once
+for a script whose loops sit in many functions. Progress goes to standard error, so a
+benchmark's table on standard output stays clean when redirected to a file.
 
 Example:
     >>> from tadiff.utils.progress import progress
@@ -21,12 +22,28 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
-__all__ = ["progress"]
+__all__ = ["progress", "set_quiet"]
 
 T = TypeVar("T")
 
 _REFRESH_SECONDS = 0.1
 """The counter redraws its line at most this often (a terminal is slower than a fast loop)."""
+
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> bool:
+    """Make :func:`progress` show nothing where its call does not say (a script's ``--quiet``
+    flag); returns the previous setting.
+
+    Example:
+        >>> from tadiff.utils.progress import set_quiet
+        >>> before = set_quiet(True)
+        >>> _ = set_quiet(before)
+    """
+    global _quiet
+    previous, _quiet = _quiet, bool(quiet)
+    return previous
 
 
 def progress(
@@ -34,7 +51,7 @@ def progress(
     *,
     desc: str = "",
     total: int | None = None,
-    quiet: bool = False,
+    quiet: bool | None = None,
     file: TextIO | None = None,
     bar: bool = True,
 ) -> Iterator[T]:
@@ -48,7 +65,8 @@ def progress(
         iterable: what to loop over.
         desc: a few words saying what is counted (``"epoch"``, ``"round"``).
         total: the number of items, when ``len(iterable)`` does not give it.
-        quiet: show nothing (the ``--quiet`` flag of the examples and benchmarks).
+        quiet: show nothing (the ``--quiet`` flag of the examples and benchmarks); None:
+            as :func:`set_quiet` said (default: show).
         file: where to write; standard error by default.
         bar: use tqdm's bar where tqdm is installed (``False``: always the plain counter).
 
@@ -64,7 +82,7 @@ def progress(
         >>> out.getvalue().split(" (")[0]
         'letters 2/2'
     """
-    return _progress(iterable, desc, total, quiet, file, bar)
+    return _progress(iterable, desc, total, _quiet if quiet is None else quiet, file, bar)
 
 
 def _progress(
