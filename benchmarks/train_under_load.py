@@ -76,21 +76,34 @@ def initial_weights() -> dict[str, np.ndarray]:
     return weights
 
 
-def _tadiff_run(threads: str, epochs: int, data) -> tuple[float, float]:
-    import tadiff as td
-    import tadiff.nn as nn
-    import tadiff.optim as optim
+def _run(framework: str, threads: str, epochs: int, data) -> tuple[float, float]:
+    """Train ``epochs`` epochs from the shared first weights; returns (seconds, test accuracy).
+    tadiff and torch run the same code: the model and the loop use the names both have."""
+    if framework == "tadiff":
+        import tadiff as lib
+        import tadiff.nn as nn
+        import tadiff.optim as optim
 
+        to_tensor = lib.tensor
+        set_one_thread, set_all_cores = (
+            lambda: lib.set_num_threads(1),
+            lambda: lib.parallel.set_dynamic(False),
+        )
+    else:
+        import torch as lib
+        from torch import nn, optim
+
+        to_tensor = lib.from_numpy
+        set_one_thread, set_all_cores = lambda: lib.set_num_threads(1), lambda: None
     if threads == "one":
-        td.set_num_threads(1)
+        set_one_thread()
     elif threads == "static":
-        td.parallel.set_dynamic(False)
-    td.manual_seed(0)
+        set_all_cores()
     model = nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 10),
     )  # fmt: skip
-    model.load_state_dict({k: td.tensor(v) for k, v in initial_weights().items()})
+    model.load_state_dict({k: to_tensor(v) for k, v in initial_weights().items()})
     opt = optim.Adam(model.parameters(), lr=1e-3)
     x, y, tx, ty = data
     rng = np.random.default_rng(1)
@@ -100,42 +113,12 @@ def _tadiff_run(threads: str, epochs: int, data) -> tuple[float, float]:
         for i in range(0, len(x), BATCH):
             batch = order[i : i + BATCH]
             opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(td.tensor(x[batch])), td.tensor(y[batch]))
+            loss = nn.functional.cross_entropy(model(to_tensor(x[batch])), to_tensor(y[batch]))
             loss.backward()
             opt.step()
     seconds = time.perf_counter() - start
-    with td.no_grad():
-        accuracy = float((model(td.tensor(tx)).numpy().argmax(1) == ty).mean())
-    return seconds, accuracy
-
-
-def _torch_run(threads: str, epochs: int, data) -> tuple[float, float]:
-    import torch
-    from torch import nn
-
-    if threads == "one":
-        torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 10),
-    )  # fmt: skip
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in initial_weights().items()})
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x, y, tx, ty = (torch.from_numpy(a) for a in data)
-    rng = np.random.default_rng(1)
-    start = time.perf_counter()
-    for _ in range(epochs):
-        order = torch.from_numpy(rng.permutation(len(x)))
-        for i in range(0, len(x), BATCH):
-            batch = order[i : i + BATCH]
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x[batch]), y[batch])
-            loss.backward()
-            opt.step()
-    seconds = time.perf_counter() - start
-    with torch.no_grad():
-        accuracy = float((model(tx).argmax(1) == ty).float().mean())
+    with lib.no_grad():
+        accuracy = float((model(to_tensor(tx)).numpy().argmax(1) == ty).mean())
     return seconds, accuracy
 
 
@@ -143,9 +126,8 @@ def child(config: str, epochs: int) -> None:
     """One timed training run; prints its figures as one JSON line."""
     framework, threads = CONFIGS[config]
     data = load_digits()
-    run = _tadiff_run if framework == "tadiff" else _torch_run
-    run(threads, 1, data)  # warm-up: compile kernels, touch memory
-    seconds, accuracy = run(threads, epochs, data)
+    _run(framework, threads, 1, data)  # warm-up: compile kernels, touch memory
+    seconds, accuracy = _run(framework, threads, epochs, data)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"seconds": seconds, "accuracy": accuracy, "peak_mb": peak_mb}))
 
