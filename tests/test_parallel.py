@@ -26,6 +26,9 @@ from tadiff.errors import InputError
 
 CORES = parallel._cores()
 needs_two_cores = pytest.mark.skipif(CORES < 2, reason="one core: no second thread to share")
+needs_blas_control = pytest.mark.skipif(
+    not parallel._blas_controllers(), reason="threadpoolctl finds no BLAS library to control"
+)
 
 
 def _blas_threads() -> list[int]:
@@ -72,6 +75,7 @@ def test_set_num_threads_returns_the_previous_value_and_is_exported(monkeypatch)
     assert {"get_num_threads", "set_num_threads", "parallel"} <= set(td.__all__)
 
 
+@needs_blas_control
 def test_set_num_threads_governs_numpy_blas(monkeypatch):
     monkeypatch.setattr(parallel, "_dynamic", False)
     previous = td.set_num_threads(1)
@@ -229,6 +233,7 @@ def test_small_blocks_and_one_thread_stay_in_the_calling_thread(monkeypatch):
     assert parallel.threads_for(10, 1.0) == 1
 
 
+@needs_blas_control
 def test_one_blas_thread_inside_the_loop_and_the_count_restored_after(two_threads):
     before = _blas_threads()
     assert set(before) == {2}
