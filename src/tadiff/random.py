@@ -34,7 +34,7 @@ import numpy as np
 
 from tadiff.autograd import factories
 from tadiff.autograd.tensor import Tensor
-from tadiff.errors import InputError
+from tadiff.errors import DTypeError, InputError
 
 __all__ = [
     "Generator", "default_generator", "get_rng_state", "initial_seed", "manual_seed", "seed",
@@ -51,7 +51,7 @@ def _decode(state: Any, who: str) -> np.random.Generator:
     """A new NumPy generator in ``state`` (made by ``get_state``/``get_rng_state``)."""
     data = state.data if isinstance(state, Tensor) else state
     if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1):
-        raise InputError(
+        raise DTypeError(
             f"{who}: expected the 1-D uint8 tensor that get_rng_state()/get_state() returns, got "
             f"{type(state).__name__}"
             + (f" of dtype {data.dtype} and shape {data.shape}" if hasattr(data, "dtype") else "")
@@ -99,11 +99,13 @@ class Generator:
         return "cpu"
 
     def manual_seed(self, seed: int) -> Generator:
-        """Start over from ``seed`` (a non-negative int); returns ``self``."""
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise InputError(f"manual_seed: seed must be a non-negative int, got {seed!r}")
-        self._numpy = np.random.default_rng(int(seed))
-        self._initial_seed = int(seed)
+        """Start over from ``seed``, an int (a negative one counts modulo 2**64, as in torch);
+        returns ``self``."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise DTypeError(f"manual_seed: seed must be an int, got {seed!r}")
+        value = int(seed) % 2**64
+        self._numpy = np.random.default_rng(value)
+        self._initial_seed = value
         return self
 
     def seed(self) -> int:

@@ -41,7 +41,7 @@ def numpy_generator(generator: Any, who: str) -> np.random.Generator:
     numpy = getattr(generator, "numpy", None)  # a tadiff.Generator
     if isinstance(numpy, np.random.Generator):
         return numpy
-    raise InputError(
+    raise DTypeError(
         f"{who}: generator must be a tadiff.Generator or a numpy.random.Generator, got "
         f"{type(generator).__name__}"
     )
