@@ -380,3 +380,21 @@ def test_threaded_and_single_threaded_kernels_agree(monkeypatch):
             ]
     for a, b in zip(results["serial"], results["threads"], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@needs_blas_control
+def test_small_products_run_on_one_blas_thread_and_large_ones_on_all(two_threads, monkeypatch):
+    with parallel.blas_threads_for(2 * 64**3):  # 0.5 MFLOP per product
+        assert set(_blas_threads()) == {1}
+    assert set(_blas_threads()) == {2}
+    with parallel.blas_threads_for(2 * 512**3):
+        assert set(_blas_threads()) == {2}
+    monkeypatch.setattr(parallel, "_MIN_BLOCK_FLOPS", 48e6)
+    here = threading.get_ident()
+    log: list = []  # a serial block loop of small blocks: one BLAS thread inside
+    parallel.run_blocks(3, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())))
+    assert log and all(t == here and set(n) == {1} for t, n in log)
+    log.clear()  # one block of large products, in the calling thread: BLAS's threads
+    parallel.run_blocks(1, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())),
+                        flops=1e12)  # fmt: skip
+    assert log == [(here, [2])] and set(_blas_threads()) == {2}

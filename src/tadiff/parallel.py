@@ -16,6 +16,10 @@ training step, a backward pass or a block loop, tadiff looks (at most every
 runs on ``min(get_num_threads(), idle cores)`` threads: an idle machine gets every thread, a
 loaded one what is left. ``set_dynamic(False)`` turns this off (a fixed count, e.g. for timing).
 
+**Small products.** A loop of small BLAS products (a compiled convolution makes one per batch
+element) runs them on one BLAS thread (:func:`blas_threads_for`): a second thread gains little
+on products that small, and costs a time slice per product when another process holds a core.
+
 **Block loops.** A block loop (:func:`run_blocks`) hands its blocks one at a time to the calling
 thread and to helper threads of tadiff's own, with BLAS set to one thread per product while it
 runs; a helper that has not started when the blocks run out is not waited for, so a core taken
@@ -44,6 +48,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -346,6 +351,37 @@ def blas_info() -> dict[str, object]:
 # ----------------------------------------------------------------------------------------------
 
 
+_MIN_THREADED_PRODUCT_FLOPS = 2e6
+"""Loops of BLAS products smaller than this (per product) run them on one BLAS thread. Measured
+on 2 cores (float32 n x n products, OpenBLAS): a second thread gains nothing at n = 64
+(0.5 MFLOP) and 20% at n = 96 (1.8 MFLOP) on an idle machine, while with one other busy process
+every threaded product waits a time slice (n = 96: 5x slower, n = 128: 300x). A compiled
+convolution makes such products by the hundred per call, one per batch element."""
+
+
+@contextlib.contextmanager
+def blas_threads_for(flops_per_product: float):
+    """Run the block of code with NumPy's BLAS on one thread when its products are smaller
+    than :data:`_MIN_THREADED_PRODUCT_FLOPS` each, else on :func:`threads_in_use` threads.
+
+    Example:
+        >>> import numpy as np
+        >>> from tadiff.parallel import blas_threads_for
+        >>> with blas_threads_for(2 * 32 * 32 * 32):     # a loop of small products
+        ...     c = [np.ones((32, 32)) @ np.ones((32, 32)) for _ in range(4)]
+    """
+    threads = sync_threads()
+    small = flops_per_product < _MIN_THREADED_PRODUCT_FLOPS and threads > 1
+    if small:
+        for controller in _blas_controllers():
+            controller.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if small:
+            sync_threads(force=True)
+
+
 _MIN_BLOCK_FLOPS = 48e6
 """Blocks of less arithmetic than this run in the calling thread: below it, handing the GIL
 back and forth between threads costs more than the second core gains. Measured on 102 conv
@@ -450,7 +486,8 @@ def run_blocks(
     only its own outputs (a block's slice, or a slot of its own). While the loop runs, BLAS
     makes each product on one thread; the calling thread takes blocks too. With one thread in
     use, blocks below :data:`_MIN_BLOCK_FLOPS`, a nested call, or another block loop running,
-    everything runs in the calling thread with BLAS's threads.
+    everything runs in the calling thread, with BLAS's threads for blocks of at least
+    :data:`_MIN_THREADED_PRODUCT_FLOPS` (see :func:`blas_threads_for`).
 
     Args:
         count: number of blocks.
@@ -477,10 +514,10 @@ def run_blocks(
     """
     want = 1 if getattr(_inside, "loop", False) else threads_for(count, flops)
     if want == 1 or not _one_loop.acquire(blocking=False):
-        sync_threads()
-        worker = make_worker()
-        for i in range(count):
-            worker(i)
+        with blas_threads_for(flops):
+            worker = make_worker()
+            for i in range(count):
+                worker(i)
         return [worker]
     try:
         for controller in _blas_controllers():

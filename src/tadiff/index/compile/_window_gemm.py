@@ -76,7 +76,7 @@ from math import gcd
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from tadiff.parallel import run_blocks
+from tadiff.parallel import blas_threads_for, run_blocks
 
 Arrays = Mapping[str, np.ndarray]
 Form = tuple[dict[int, int], int]  # one index dimension: {axis: coefficient}, constant
@@ -624,6 +624,10 @@ class _Plan:
             buffer[...] = stacked.reshape(buffer.shape)
 
     def run(self, arrays: Arrays) -> np.ndarray:
+        with blas_threads_for(self.flops / self.calls):  # many small products: one BLAS thread
+            return self._run(arrays)
+
+    def _run(self, arrays: Arrays) -> np.ndarray:
         flats = [self._flat(op, arrays) for op in self.ops]
         if self.big is not None or self.out_big is not None:
             buffer = np.empty(self.buffer, dtype=self.dtype)
