@@ -392,7 +392,9 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_on_all(two_threads
     monkeypatch.setattr(parallel, "_MIN_BLOCK_FLOPS", 48e6)
     here = threading.get_ident()
     log: list = []  # a serial block loop of small blocks: one BLAS thread inside
-    parallel.run_blocks(3, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())))
+    parallel.run_blocks(
+        3, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())), flops=1e6
+    )
     assert log and all(t == here and set(n) == {1} for t, n in log)
     log.clear()  # one block of large products, in the calling thread: BLAS's threads
     parallel.run_blocks(1, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())),

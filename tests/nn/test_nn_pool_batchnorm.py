@@ -130,3 +130,17 @@ def test_pool_and_batch_norm_errors():
         F.batch_norm(td.ones(4, 3), None, None)
     with pytest.raises(InputError, match="momentum=2"):
         nn.BatchNorm1d(3, momentum=2)
+
+
+def test_a_state_dict_saved_before_batches_were_counted_still_loads():
+    # states saved before BatchNorm had num_batches_tracked (as torch's version-1 states)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    old = {k: v for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
+    old["1.running_mean"] = np.full(4, 0.5, dtype=np.float32)
+    fresh = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    assert fresh.load_state_dict(old) == ([], [])
+    np.testing.assert_array_equal(fresh[1].running_mean.data, old["1.running_mean"])
+    assert int(fresh[1].num_batches_tracked.data) == 0  # kept
+    del old["1.running_var"]
+    with pytest.raises(InputError, match=r"missing keys \['1.running_var'\]"):
+        fresh.load_state_dict(old)

@@ -104,6 +104,7 @@ def batch_norm(
 
 class _BatchNorm(Module):
     _ranks: tuple[int, ...] = ()
+    _optional_state = ("num_batches_tracked",)  # states saved before it was counted load
 
     def __init__(
         self,

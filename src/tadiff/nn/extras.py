@@ -191,6 +191,7 @@ def instance_norm(
 
 
 class _InstanceNorm(Module):
+    _optional_state = ("num_batches_tracked",)  # states saved before it was there load
     _dims = 1
 
     def __init__(
