@@ -34,6 +34,7 @@ from tadiff.index.compile import clear_cache, kernel, stats
 from tadiff.index.compile._affine import integer_form
 from tadiff.index.compile.rewrite import product_factors
 from tadiff.index.expr import Access, Sum
+from tadiff.utils.progress import progress, set_quiet
 
 SIZES = {
     # batch, channels in, channels out, image side, conv1d length
@@ -138,7 +139,7 @@ def table_engine(size: str, repeats: int, backends: list[str], only: str | None 
         rule += "---:|---:|"
     print(head)
     print(rule)
-    for name, source, arrays64, torch_fn in _cases(size):
+    for name, source, arrays64, torch_fn in progress(_cases(size), desc="engine ops"):
         if only is not None and only not in name:
             continue
         arrays = {k: v.astype(np.float32) for k, v in arrays64.items()}
@@ -282,7 +283,9 @@ def main() -> None:
     parser.add_argument(
         "--only", metavar="SUBSTRING", help="time only the engine rows whose name contains it"
     )
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args()
+    set_quiet(args.quiet)
     size, repeats = ("quick", 3) if args.quick else (args.size, args.repeats)
     backends = ["auto"] if args.no_numba else ["auto", "numba"]
     # other jobs on the machine move the ratios: the load average says how busy it was
