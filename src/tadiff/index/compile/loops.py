@@ -864,9 +864,7 @@ def _split(loop: Loop, width: int) -> None:
     first = None
     for k, s in enumerate(body):
         if isinstance(s, Loop | If):
-            summed |= _defined([s]) | {
-                t.name for t in _walk_stmts(s) if isinstance(t, AddTo)
-            }
+            summed |= _defined([s]) | {t.name for t in _walk_stmts(s) if isinstance(t, AddTo)}
         elif isinstance(s, Let) and set(s.args) & summed:
             summed.add(s.name)
             if s.kind in _VECTORIZED:
