@@ -79,6 +79,7 @@ __all__ = [
     "Store",
     "build_fused_nest",
     "build_nest",
+    "defined_names",
     "loop_orders",
     "op_cost",
     "shared_prefix",
@@ -832,15 +833,16 @@ def strip_mine(block: list, width: int = STRIP_WIDTH) -> None:
             strip_mine(s.other, width)
 
 
-def _defined(stmts: list) -> set[str]:
+def defined_names(stmts: list) -> set[str]:
+    """Names the statements (and the blocks inside them) assign."""
     names: set[str] = set()
     for s in stmts:
         if isinstance(s, Let | Init | Assign):
             names.add(s.name)
         elif isinstance(s, Loop):
-            names |= _defined(s.body)
+            names |= defined_names(s.body)
         elif isinstance(s, If):
-            names |= _defined(s.then) | _defined(s.other)
+            names |= defined_names(s.then) | defined_names(s.other)
     return names
 
 
@@ -864,7 +866,7 @@ def _split(loop: Loop, width: int) -> None:
     first = None
     for k, s in enumerate(body):
         if isinstance(s, Loop | If):
-            summed |= _defined([s]) | {t.name for t in _walk_stmts(s) if isinstance(t, AddTo)}
+            summed |= defined_names([s]) | {t.name for t in _walk_stmts(s) if isinstance(t, AddTo)}
         elif isinstance(s, Let) and set(s.args) & summed:
             summed.add(s.name)
             if s.kind in _VECTORIZED:
@@ -876,7 +878,7 @@ def _split(loop: Loop, width: int) -> None:
     phases = [p for p in (body[:first], body[first:stop], body[stop:]) if p]
     carried: list[str] = []
     for k in range(1, len(phases)):
-        before = _defined([s for p in phases[:k] for s in p])
+        before = defined_names([s for p in phases[:k] for s in p])
         carried += sorted((before & _used(phases[k])) - set(carried))
     loop.phases, loop.carried, loop.width = phases, tuple(carried), width
 

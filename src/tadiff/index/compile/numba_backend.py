@@ -37,7 +37,17 @@ import numpy as np
 
 from tadiff.index.compile._codegen import SourceEmitter, nest
 from tadiff.index.compile.cache import record_jit, source_dir
-from tadiff.index.compile.loops import AddTo, Assign, If, Init, Let, Loop, Nest, Store
+from tadiff.index.compile.loops import (
+    AddTo,
+    Assign,
+    If,
+    Init,
+    Let,
+    Loop,
+    Nest,
+    Store,
+    defined_names,
+)
 from tadiff.index.compile.vectorized import Kernel
 from tadiff.index.expr import size_param
 
@@ -268,17 +278,11 @@ class _Printer(SourceEmitter):
                 if name in defined:
                     lines.append(f"{body}{name} = b_{name}[{slot}]")
             self.block(phase, body, lines)
-            made = _defined_names(phase)
+            made = defined_names(phase)
             for name in s.carried:
                 if name in made:
                     lines.append(f"{body}b_{name}[{slot}] = {name}")
             defined |= made
-
-
-def _defined_names(stmts: list) -> set[str]:
-    from tadiff.index.compile.loops import _defined
-
-    return _defined(stmts)
 
 
 class _Identity(dict):
