@@ -410,3 +410,45 @@ def test_loops_with_an_exponential_after_an_inner_sum_run_in_strips():
     assert "in strips of" in text and "phase 2:" in text
     phase2 = text.split("phase 2:")[1]
     assert "exp(" in phase2 and "for q" not in phase2  # the exponentials: a loop of their own
+
+
+STRIPPED = [
+    # (definition, shapes): an inner sum feeding an exponential inside a loop of >= 64 values
+    ("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])",
+     {"a": (3, 2), "b": (100, 2), "v": (100,)}),
+    ("K[i,j] = exp(-sum[q]((a[i,q]-b[j,q])**2))", {"a": (2, 3), "b": (130, 3)}),
+    ("y[i] = log(sum[k](w[k] * exp(-sum[d]((x[i,d] - mu[k,d])**2))))",
+     {"x": (3, 2), "w": (70,), "mu": (70, 2)}),
+    ("y[i] = sum[j](sigmoid(sum[q](a[i,q] * b[j,q])) * (v[j] + where(j >= i, v[j] * 2, 1)))",
+     {"a": (3, 2), "b": (70, 2), "v": (70,)}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "shapes"), STRIPPED, ids=[c[0] for c in STRIPPED])
+def test_loops_in_strips_compute_what_the_interpreter_computes(source, shapes):
+    f = define(source)
+    stripped = [
+        s for s in plan_program(f, shapes, np.float64).stages if "in strips" in s.nest.text()
+    ]
+    assert stripped, "the forward is expected to run a loop in strips"
+    _check_programs(f, shapes, np.random.default_rng(8), np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_loops_in_strips_compiled_by_numba(dtype):
+    pytest.importorskip("numba")
+    import tadiff as td
+
+    source, shapes = STRIPPED[0]
+    f = define(source).using("numba")
+    rng = np.random.default_rng(9)
+    arrays = {n: rng.normal(size=s) for n, s in shapes.items()}
+    tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
+    y = f(**tensors)
+    g = rng.normal(size=y.shape)
+    y.backward(td.tensor(g.astype(dtype)))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(y.data, f.reference(**arrays), rtol=tol, atol=tol)
+    for name, t in tensors.items():
+        expected = f.grad(name).reference(**arrays, dout=g)
+        np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)
