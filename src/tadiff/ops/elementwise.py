@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import _default_dtype
 from tadiff.errors import DTypeError, InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -49,9 +50,9 @@ def _operand(x: Any, other: Tensor) -> Any:
 
 
 def _fix_dtype(out: np.ndarray, x: Tensor) -> np.ndarray:
-    # integer inputs give float64 from NumPy's math functions; torch gives its default float32
+    # integer inputs give float64 from NumPy's math functions; torch gives its default dtype
     if out.dtype.kind == "f" and x.data.dtype.kind in "biu":
-        return out.astype(np.float32)
+        return out.astype(_default_dtype[0])
     return out
 
 

@@ -20,8 +20,9 @@ from weakref import ref
 
 import numpy as np
 
+from tadiff._device import DEVICE_TYPES, check_device, device
 from tadiff.autograd.tensor import _Meta
-from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.errors import DTypeError, InputError, ShapeError, type_name
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
     Tensor,
@@ -398,22 +399,61 @@ def clone(x: Tensor) -> Tensor:
     return _make(data)
 
 
-def to(x: Tensor, dtype: Any) -> Tensor:
-    """Cast to ``dtype`` (a NumPy dtype or its name); the gradient is cast back. ``"cpu"`` is
-    accepted and changes nothing (tadiff has no other device)."""
+def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Cast to a dtype; the gradient is cast back. torch's forms: ``to(dtype)``,
+    ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``, and the keywords ``dtype``,
+    ``device``, ``non_blocking`` (ignored) and ``copy`` (a new tensor even if nothing changes).
+    The device must be the CPU (``"cpu"``, ``td.device("cpu")``).
+
+    Example:
+        >>> import tadiff as td
+        >>> td.ones(2).to("cpu", td.float64).dtype
+        dtype('float64')
+    """
     x = as_tensor(x)
-    if isinstance(dtype, str) and dtype == "cpu":
-        return x
-    try:
-        target = np.dtype(dtype)
-    except TypeError:
-        raise DTypeError(f"to(): unknown dtype or device {dtype!r}") from None
-    if target == x.data.dtype:
-        return x
+    if len(args) == 1 and not kwargs and not isinstance(args[0], (str, int, Tensor, device)):
+        target = _to_dtype(args[0])  # the common case, to(dtype)
+    else:
+        target = to_target(args, kwargs)
+    if target is None or target == x.data.dtype:
+        return clone(x) if kwargs.get("copy") else x
     data = x.data.astype(target)
     if x._rg and _state.enabled and target.kind == "f":
         return record(d.ToCopyBackward0, data, (x,), (), (x.data.dtype,))
     return _make(data)
+
+
+def _to_dtype(value: Any) -> np.dtype:
+    try:
+        return np.dtype(value)
+    except TypeError:
+        raise DTypeError(
+            f"to(): expected a dtype, a device or a Tensor, got {type_name(value)}"
+        ) from None
+
+
+def to_target(args: tuple[Any, ...], kwargs: dict[str, Any], who: str = "to") -> Any:
+    """The dtype (or None) that ``x.to(*args, **kwargs)`` asks for (also ``Module.to``'s);
+    raises for a device other than the CPU."""
+    unknown = set(kwargs) - {"dtype", "device", "non_blocking", "copy", "memory_format"}
+    if unknown:
+        raise DTypeError(f"{who}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        dtype = rest.pop(0).dtype
+    elif rest and _is_device(rest[0]):
+        device = rest.pop(0)
+    if rest and not isinstance(rest[0], bool):  # a bool after them is non_blocking
+        dtype = rest.pop(0)
+    check_device(device, who)
+    return None if dtype is None else _to_dtype(dtype)
+
+
+def _is_device(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.partition(":")[0] in DEVICE_TYPES
+    return isinstance(value, (int, device)) and not isinstance(value, bool)
 
 
 def contiguous(x: Tensor) -> Tensor:

@@ -1,0 +1,131 @@
+"""The autograd API of torch 2.x that a PyTorch user reaches for in the first hour, each compared
+with torch: ``inference_mode``, ``autograd.functional.vhp``/``hvp``."""
+
+import numpy as np
+import pytest
+
+import tadiff as td
+
+torch = pytest.importorskip("torch")
+
+
+def _both(array):
+    return td.tensor(array), torch.tensor(array)
+
+
+# ---- inference_mode --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", [td, torch], ids=["tadiff", "torch"])
+def test_inference_mode_forms(module):
+    x = module.ones(2, requires_grad=True)
+    with module.inference_mode():
+        assert module.is_inference_mode_enabled() and not module.is_grad_enabled()
+        assert not (x * 2).requires_grad
+    assert not module.is_inference_mode_enabled() and module.is_grad_enabled()
+    with module.inference_mode(False):
+        assert not module.is_inference_mode_enabled() and (x * 2).requires_grad
+
+    @module.inference_mode()
+    def called(t):
+        return t * 2
+
+    @module.inference_mode
+    def bare(t):
+        return t * 3
+
+    assert not called(x).requires_grad and not bare(x).requires_grad
+    with module.no_grad(), module.inference_mode(False):  # torch's "normal mode": recording
+        assert module.is_grad_enabled() and (x * 2).requires_grad
+    with module.inference_mode(), module.inference_mode(False):
+        assert not module.is_inference_mode_enabled() and (x * 2).requires_grad
+
+
+def test_inference_mode_restores_after_an_error():
+    with pytest.raises(ValueError), td.inference_mode():
+        raise ValueError
+    assert td.is_grad_enabled() and not td.is_inference_mode_enabled()
+
+
+def test_inference_mode_on_a_generator_runs_each_step_without_recording():
+    x = td.ones(2, requires_grad=True)
+
+    @td.inference_mode()
+    def steps():
+        yield (x * 2).requires_grad
+        yield (x * 3).requires_grad
+
+    assert list(steps()) == [False, False]
+    assert (x * 2).requires_grad
+
+
+# ---- vhp / hvp -------------------------------------------------------------------------------
+
+
+def _rosenbrock(m):
+    def f(x, y):
+        return m.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2) * m.exp(y).sum()
+
+    return f
+
+
+@pytest.mark.parametrize("name", ["vhp", "hvp"])
+def test_vhp_and_hvp_equal_torch(name):
+    rng = np.random.default_rng(0)
+    xs, vs = rng.standard_normal(5), rng.standard_normal(5)
+    ys, ws = rng.standard_normal(2), rng.standard_normal(2)
+    ours_fn = getattr(td.autograd.functional, name)
+    theirs_fn = getattr(torch.autograd.functional, name)
+    ours = ours_fn(_rosenbrock(td), (td.tensor(xs), td.tensor(ys)), (td.tensor(vs), td.tensor(ws)))
+    theirs = theirs_fn(
+        _rosenbrock(torch),
+        (torch.tensor(xs), torch.tensor(ys)),
+        (torch.tensor(vs), torch.tensor(ws)),
+    )
+    # same formulas in float64 through different summation orders: 1e-12 relative
+    np.testing.assert_allclose(ours[0].data, theirs[0].numpy(), rtol=1e-12)
+    for a, b in zip(ours[1], theirs[1], strict=True):
+        np.testing.assert_allclose(a.data, b.numpy(), rtol=1e-12, atol=1e-12)
+    assert not ours[0].requires_grad and not ours[1][0].requires_grad
+
+
+def test_vhp_is_the_hessian_times_v():
+    # brute-force oracle: the explicit Hessian of a cubic times v
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+
+    def f(x):
+        return (x @ td.tensor(a) @ x) * x.sum()
+
+    x0, v = np.array([0.5, -1.0]), np.array([1.0, 2.0])
+    hessian = 2 * a * x0.sum() + (2 * a @ x0)[:, None] + (2 * a @ x0)[None, :]
+    _, product = td.autograd.functional.vhp(f, td.tensor(x0), td.tensor(v))
+    np.testing.assert_allclose(product.data, v @ hessian, rtol=1e-6)  # float32 inputs
+
+
+def test_vhp_create_graph_and_single_input_without_v():
+    x = td.tensor(1.5, dtype=td.float64, requires_grad=True)
+    _, product = td.autograd.functional.vhp(lambda t: t**4, x, create_graph=True)
+    assert product.item() == pytest.approx(12 * 1.5**2)
+    (third,) = td.autograd.grad(product, x)
+    assert third.item() == pytest.approx(24 * 1.5)  # d/dx 12 x^2
+
+
+def test_vhp_errors_like_torch():
+    x = td.ones(3)
+    with pytest.raises(RuntimeError, match="single element"):
+        td.autograd.functional.vhp(lambda t: t * 2, x, td.ones(3))
+    with pytest.raises(RuntimeError, match="v can only be None"):
+        td.autograd.functional.vhp(lambda t: t.sum(), x)
+    with pytest.raises(RuntimeError, match="shape"):
+        td.autograd.functional.hvp(lambda t: t.sum(), x, td.ones(2))
+    for m in (td, torch):
+        with pytest.raises(RuntimeError, match=r"jacobian .* input 0 is independent"):
+            m.autograd.functional.vhp(lambda t: (t * 2).sum(), m.ones(3), m.ones(3), strict=True)
+        with pytest.raises(RuntimeError, match=r"output .* independent of input 0"):
+            m.autograd.functional.vhp(
+                lambda a, b: (b**3).sum(), (m.ones(3), m.ones(3)), (m.ones(3),) * 2, strict=True
+            )
+        with pytest.raises(RuntimeError, match=r"Output 0 .* does not require gradients"):
+            m.autograd.functional.vhp(lambda t, m=m: m.ones(()), m.ones(3), m.ones(3), strict=True)
+    _, product = td.autograd.functional.vhp(lambda t: (t * 2).sum(), x, td.ones(3))
+    np.testing.assert_array_equal(product.data, np.zeros(3))  # linear: a zero Hessian
