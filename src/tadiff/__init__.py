@@ -24,6 +24,7 @@ from tadiff import (
     ops,
     optim,
     parallel,
+    special,
     utils,
     viz,
 )
@@ -245,6 +246,7 @@ from tadiff.ops import (
     where,
 )
 from tadiff.ops.predicates import is_floating_point, is_tensor, numel
+from tadiff.ops.special import erfinv, i0, logit, sinc, xlogy
 from tadiff.parallel import get_num_threads, set_num_threads
 from tadiff.structured.householder import householder_apply, householder_product
 from tadiff.structured.sinkhorn import sinkhorn
@@ -347,6 +349,7 @@ __all__ = [
     "equal",
     "erf",
     "erfc",
+    "erfinv",
     "errors",
     "exp",
     "exp2",
@@ -378,6 +381,7 @@ __all__ = [
     "householder_apply",
     "householder_product",
     "hstack",
+    "i0",
     "iinfo",
     "index_add",
     "index_copy",
@@ -419,6 +423,7 @@ __all__ = [
     "logical_not",
     "logical_or",
     "logical_xor",
+    "logit",
     "logsumexp",
     "long",
     "lt",
@@ -488,11 +493,13 @@ __all__ = [
     "sigmoid",
     "sign",
     "sin",
+    "sinc",
     "sinh",
     "sinkhorn",
     "slogdet",
     "softmax",
     "sort",
+    "special",
     "split",
     "sqrt",
     "square",
@@ -528,6 +535,7 @@ __all__ = [
     "viz",
     "vstack",
     "where",
+    "xlogy",
     "zeros",
     "zeros_like",
 ]  # fmt: skip

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tadiff.ops._gamma import polygamma_array
+from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
 
 
 def _reduced_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -218,6 +219,7 @@ ARRAY = SimpleNamespace(
     flip=np.flip,
     exp=np.exp,
     log=np.log,
+    log1p=np.log1p,
     sqrt=np.sqrt,
     sin=np.sin,
     cos=np.cos,
@@ -227,6 +229,11 @@ ARRAY = SimpleNamespace(
     cumprod=lambda x, dim: np.cumprod(x, axis=dim),
     inv=np.linalg.inv,
     polygamma=lambda n, x: polygamma_array(n, x),
+    erfcx=erfcx_array,
+    i0=i0_array,
+    i0e=i0e_array,
+    i1=i1_array,
+    i1e=i1e_array,
     solve=np.linalg.solve,
     solve_triangular=solve_triangular_array,
     tril=np.tril,

@@ -27,6 +27,7 @@ from tadiff.ops import (
     scatter,
     shape,
     sorting,
+    special,
 )
 from tadiff.ops import elementwise as ew
 
@@ -389,6 +390,11 @@ _METHODS: dict[str, Any] = {
     "lgamma": pointwise.lgamma,
     "digamma": pointwise.digamma,
     "polygamma": lambda x, n: pointwise.polygamma(n, x),
+    "erfinv": special.erfinv,
+    "i0": special.i0,
+    "sinc": special.sinc,
+    "logit": special.logit,
+    "xlogy": special.xlogy,
     "scatter": scatter.scatter,
     "index_add": scatter.index_add,
     "index_fill": scatter.index_fill,
