@@ -1,5 +1,5 @@
 """The autograd API of torch 2.x that a PyTorch user reaches for in the first hour, each compared
-with torch: ``inference_mode``, ``autograd.functional.vhp``/``hvp``."""
+with torch: ``inference_mode``, ``autograd.functional.vhp``/``hvp``, ``func.grad_and_value``."""
 
 import numpy as np
 import pytest
@@ -129,3 +129,30 @@ def test_vhp_errors_like_torch():
             m.autograd.functional.vhp(lambda t, m=m: m.ones(()), m.ones(3), m.ones(3), strict=True)
     _, product = td.autograd.functional.vhp(lambda t: (t * 2).sum(), x, td.ones(3))
     np.testing.assert_array_equal(product.data, np.zeros(3))  # linear: a zero Hessian
+
+
+# ---- func.grad_and_value -----------------------------------------------------------------------
+
+
+def test_grad_and_value_equals_torch_func():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(3), rng.standard_normal(3)
+
+    def f(m):
+        return lambda x, y: ((x * y).sin().sum() + (x**2).sum(), x.detach() * 2)
+
+    for argnums in (0, 1, (0, 1)):
+        ours = td.func.grad_and_value(f(td), argnums=argnums, has_aux=True)(
+            *_both(a)[:1], td.tensor(b)
+        )
+        theirs = torch.func.grad_and_value(f(torch), argnums=argnums, has_aux=True)(
+            torch.tensor(a), torch.tensor(b)
+        )
+        (g, (value, aux)), (h, (reference, reference_aux)) = ours, theirs
+        gs, hs = (g, h) if isinstance(argnums, tuple) else ((g,), (h,))
+        for x, y in zip(gs, hs, strict=True):
+            np.testing.assert_allclose(x.data, y.numpy(), rtol=1e-14)
+        np.testing.assert_allclose(value.item(), reference.item(), rtol=1e-14)
+        np.testing.assert_allclose(aux.data, reference_aux.numpy(), rtol=1e-14)
+    g, v = td.func.grad_and_value(lambda x: (x**3).sum())(td.tensor([2.0]))
+    assert g.tolist() == [12.0] and v.item() == 8.0

@@ -231,6 +231,35 @@ def diag(x: Any, diagonal: int = 0) -> Tensor:
     return index_put(zeros, (rows, cols), x)
 
 
+def diag_embed(x: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices whose ``offset``-th diagonal in the ``(dim1, dim2)`` planes is the last dim of
+    ``x`` (zeros elsewhere): the inverse of ``diagonal``; its gradient is that diagonal.
+
+    Shapes: ``x (..., n)`` -> ``(..., n + |offset|, n + |offset|)`` (the two new dims placed at
+    ``dim1``, ``dim2`` of the result).
+
+    Example:
+        >>> import tadiff as td
+        >>> td.diag_embed(td.tensor([[1.0, 2.0]]))
+        tensor([[[1., 0.],
+                 [0., 2.]]])
+    """
+    x = as_tensor(x, name="diag_embed() input")
+    ndim = x.ndim + 1
+    d1, d2 = norm_dim(dim1, ndim, "dim1"), norm_dim(dim2, ndim, "dim2")
+    if d1 == d2:
+        raise InputError(f"diag_embed: dim1 and dim2 cannot be the same dim ({dim1}, {dim2})")
+    length = x.shape[-1] if x.ndim else 1
+    n = length + abs(offset)
+    i = np.arange(length)
+    rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
+    zeros = Tensor(np.zeros((*x.shape[:-1], n, n), x.dtype))
+    planes = index_put(zeros, (Ellipsis, rows, cols), x if x.ndim else reshape(x, (1,)))
+    if (d1, d2) == (ndim - 2, ndim - 1):
+        return planes
+    return moveaxis(planes, (-2, -1), (d1, d2))
+
+
 def _copy(t: Tensor) -> Tensor:
     return t * 1 if t._rg else Tensor(t.data.copy())
 

@@ -315,6 +315,7 @@ _METHODS: dict[str, Any] = {
     "outer": matrix.outer,
     "diagonal": matrix.diagonal,
     "diag": matrix.diag,
+    "diag_embed": matrix.diag_embed,
     "trace": matrix.trace,
     "t": rearrange.t,
     "det": decompositions.det,
