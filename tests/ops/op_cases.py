@@ -279,6 +279,7 @@ CASES += [  # more element-wise math
     *_cases("tensordot_int", lambda m, a, b: m.tensordot(a, b, 1), [((2, 3), (3, 2))]),
     *_cases("kron", lambda m, a, b: m.kron(a, b), [((2, 3), (2, 2)), ((3,), (2, 1))]),
     *_cases("cross", lambda m, a, b: m.linalg.cross(a, b) if m.__name__ == "torch" else m.cross(a, b), [((2, 3), (2, 3))]),  # noqa: E501
+    *_cases("cross_dim0_broadcast", lambda m, a, b: m.linalg.cross(a, b, dim=0), [((3, 4), (3, 1)), ((3,), (3,))]),  # noqa: E501
     *_cases("diagonal", lambda m, a: m.diagonal(a, 1) ** 2, [((3, 4),), ((4, 3),)]),
     *_cases("diagonal_neg", lambda m, a: a.diagonal(-1) * 2, [((3, 3),)]),
     *_cases("diagonal_dims", lambda m, a: m.diagonal(a, 0, 0, 2) ** 2, [((3, 2, 3),)]),

@@ -185,10 +185,11 @@ NOT_HERE = {
     "UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0", "IndexBackward0",
     "SliceBackward0", "SelectBackward0", "DiagonalBackward0", "IndexScatterBackward0",
     "ConstantPadNdBackward0", "IndexPutBackward0", "CopySlices", "AsStridedBackward0",
-    "GatherBackward0", "ScatterAddBackward0",
+    "GatherBackward0", "ScatterAddBackward0", "IndexAddBackward0",
     # products of several operands and decompositions: test_op_table.py and test_linalg.py
     "MmBackward0", "AddmmBackward0", "BmmBackward0", "MvBackward0", "DotBackward0",
-    "EinsumBackward0", "LinalgInvBackward0", "LinalgDetBackward0", "LinalgSlogdetBackward0",
+    "EinsumBackward0", "LinalgCrossBackward0", "LinalgInvBackward0", "LinalgDetBackward0",
+    "LinalgSlogdetBackward0",
     "LinalgSolveBackward0", "LinalgSolveTriangularBackward0", "LinalgCholeskyBackward0",
     "LinalgEighBackward0", "LinalgSvdBackward0", "LinalgQrBackward0",
 }  # fmt: skip

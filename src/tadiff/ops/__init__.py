@@ -289,6 +289,8 @@ _dual.GRAPH.__dict__.update(
     ),
     einsum=einsum,
     prod_others=_graph_prod_others,
+    cross=cross,
+    take=lambda x, idx, ax: index_select(x, ax, idx),
 )
 tensor_methods.install()
 

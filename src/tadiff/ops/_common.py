@@ -127,6 +127,8 @@ def needs_grad(*tensors: Tensor) -> bool:
 
 def norm_dim(dim: Any, ndim: int, what: str = "dim") -> int:
     """A dimension index in ``range(ndim)``; negative counts from the end."""
+    if type(dim) is int and -ndim <= dim < ndim:  # the common case, without the general checks
+        return dim + ndim if dim < 0 else dim
     try:
         d = int(dim)
     except TypeError:

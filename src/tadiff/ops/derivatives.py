@@ -686,6 +686,13 @@ SpecialXlog1PyBackward0 = _node(
     lambda F, g, a, b: F.sum_to(g * a / (b + 1), b.shape),
 )
 
+# a, b; axis
+LinalgCrossBackward0 = _node(
+    "LinalgCrossBackward0",
+    lambda F, g, a, b, ax: F.sum_to(F.cross(b, g, ax), a.shape),
+    lambda F, g, a, b, ax: F.sum_to(F.cross(g, a, ax), b.shape),
+)
+
 # scans ; axis (None: a 0-d input)
 CumsumBackward0 = _node(
     "CumsumBackward0", lambda F, g, ax: g if ax is None else _reverse_cumsum(F, g, ax)
@@ -837,6 +844,14 @@ ScatterAddBackward0 = _node(
     "ScatterAddBackward0",
     lambda F, g, dim, idx: g,
     lambda F, g, dim, idx: F.gather(g, dim, idx),
+    frees_args=True,
+)
+
+# ; dim, index, alpha
+IndexAddBackward0 = _node(
+    "IndexAddBackward0",
+    lambda F, g, dim, idx, alpha: g,
+    lambda F, g, dim, idx, alpha: F.take(g, idx, dim) * alpha,
     frees_args=True,
 )
 

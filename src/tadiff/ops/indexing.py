@@ -40,6 +40,9 @@ def normalize_key(key: Any) -> tuple[tuple[Any, ...], bool]:
             continue
         if isinstance(k, Tensor):
             k = k.data
+            if k.ndim == 0 and k.dtype.kind in "iu":  # torch reads a 0-d integer tensor as an
+                out.append(int(k))  # int: x[t] selects a view (SelectBackward0), no copy
+                continue
         elif isinstance(k, list):
             k = np.asarray(k)
         if isinstance(k, np.ndarray):

@@ -25,11 +25,12 @@ from numpy.lib.stride_tricks import as_strided
 from tadiff.errors import InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, norm_dim, record
-from tadiff.ops.elementwise import mul, sub
-from tadiff.ops.indexing import getitem, index_put
+from tadiff.ops._dual import cross_array
+from tadiff.ops.elementwise import mul
+from tadiff.ops.indexing import index_put
 from tadiff.ops.linalg import einsum, matmul
 from tadiff.ops.reductions import sum
-from tadiff.ops.shape import _as_view, moveaxis, reshape, stack
+from tadiff.ops.shape import _as_view, moveaxis, reshape
 
 __all__ = [
     "addmm", "addmv", "baddbmm", "bmm", "cross", "diag", "diagonal", "dot", "kron", "mm", "mv",
@@ -154,7 +155,8 @@ def kron(a: Any, b: Any) -> Tensor:
 
 
 def cross(a: Any, b: Any, dim: int = -1) -> Tensor:
-    """Cross product of 3-vectors along ``dim`` (``torch.linalg.cross``), broadcasting."""
+    """Cross product of 3-vectors along ``dim`` (``torch.linalg.cross``), broadcasting; one
+    node (``LinalgCrossBackward0``: ``b × g`` and ``g × a``)."""
     a, b = as_tensor(a, name="cross() argument"), as_tensor(b, name="cross() argument")
     nd = max(a.ndim, b.ndim)
     ax = norm_dim(dim, nd)
@@ -163,16 +165,13 @@ def cross(a: Any, b: Any, dim: int = -1) -> Tensor:
             raise ShapeError(
                 f"cross: {name} must have size 3 at dim {dim} and {nd} dims, got shape {t.shape}"
             )
-
-    def part(t: Tensor, i: int) -> Tensor:
-        return getitem(t, (slice(None),) * ax + (i,))
-
-    parts = [
-        sub(mul(part(a, (i + 1) % 3), part(b, (i + 2) % 3)),
-            mul(part(a, (i + 2) % 3), part(b, (i + 1) % 3)))
-        for i in range(3)
-    ]  # fmt: skip
-    return stack(parts, ax)
+    try:
+        out = cross_array(a.data, b.data, ax)
+    except ValueError:
+        raise ShapeError(f"cross: shapes {a.shape} and {b.shape} do not broadcast") from None
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.LinalgCrossBackward0, out, (a, b), (a, b), (ax,))
+    return _make(out)
 
 
 def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:

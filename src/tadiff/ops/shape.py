@@ -267,7 +267,7 @@ def _tensors(tensors: Any, what: str) -> list[Tensor]:
         )
     if not tensors:
         raise InputError(f"{what}() expects a non-empty list of Tensors")
-    return [as_tensor(t, name=f"{what}() element") for t in tensors]
+    return [t if type(t) is Tensor else as_tensor(t, name=f"{what}() element") for t in tensors]
 
 
 def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
@@ -284,24 +284,29 @@ def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
     if ref.ndim == 0:
         raise ShapeError("zero-dimensional tensor (at position 0) cannot be concatenated")
     ax = norm_dim(dim, ref.ndim)
+    outer, inner = ref.shape[:ax], ref.shape[ax + 1 :]
     for k, t in enumerate(ts):
         s = t.data.shape
-        if len(s) != ref.ndim:
-            raise ShapeError(
-                f"Tensors must have same number of dimensions: got {ref.ndim} and {len(s)} "
-                f"(tensor number {k} in the list)"
-            )
-        for i, (n, m) in enumerate(zip(ref.shape, s, strict=False)):
-            if i != ax and n != m:
-                raise ShapeError(
-                    f"Sizes of tensors must match except in dimension {ax}. Expected size {n} "
-                    f"but got size {m} for tensor number {k} in the list."
-                )
+        if s[:ax] != outer or s[ax + 1 :] != inner or len(s) != ref.ndim:
+            _cat_mismatch(ref.shape, s, ax, k)
     data = np.concatenate([t.data for t in ts], axis=ax)
     if _state.enabled and any(t._rg for t in ts):
-        offsets = tuple(int(v) for v in np.cumsum([0] + [t.data.shape[ax] for t in ts]))
+        offsets = (0, *itertools.accumulate(t.data.shape[ax] for t in ts))
         return record(d.CatBackward0, data, tuple(ts), (), (ax, offsets))
     return _make(data)
+
+
+def _cat_mismatch(ref: tuple[int, ...], s: tuple[int, ...], ax: int, k: int) -> None:
+    if len(s) != len(ref):
+        raise ShapeError(
+            f"Tensors must have same number of dimensions: got {len(ref)} and {len(s)} "
+            f"(tensor number {k} in the list)"
+        )
+    n, m = next((n, m) for i, (n, m) in enumerate(zip(ref, s, strict=True)) if n != m and i != ax)
+    raise ShapeError(
+        f"Sizes of tensors must match except in dimension {ax}. Expected size {n} "
+        f"but got size {m} for tensor number {k} in the list."
+    )
 
 
 concatenate = cat
@@ -319,10 +324,29 @@ def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
                 f"and {list(t.data.shape)} at entry {k}"
             )
     ax = norm_dim(dim, len(shape) + 1)
-    data = np.stack([t.data for t in ts], axis=ax)
+    data = _stack_arrays([t.data for t in ts], ax)
     if _state.enabled and any(t._rg for t in ts):
         return record(d.StackBackward0, data, tuple(ts), (), (ax,))
     return _make(data)
+
+
+def _stack_arrays(arrays: list[np.ndarray], ax: int) -> np.ndarray:
+    """``np.stack(arrays, ax)``; a few arrays of one dtype are copied into a preallocated result
+    (``np.stack``'s own Python-level work costs several times the copies of small arrays)."""
+    first = arrays[0]
+    dtype = first.dtype
+    if any(a.dtype != dtype for a in arrays):
+        return np.stack(arrays, axis=ax)
+    if ax == 0:
+        return np.array(arrays)  # equal shapes (checked): a new leading dim, C-contiguous
+    if len(arrays) > 16:
+        return np.stack(arrays, axis=ax)
+    shape = first.shape
+    out = np.empty((*shape[:ax], len(arrays), *shape[ax:]), dtype)
+    lead = (slice(None),) * ax
+    for i, a in enumerate(arrays):
+        out[(*lead, i)] = a
+    return out
 
 
 def _pieces(x: Tensor, sizes: list[int], ax: int, node: type) -> tuple[Tensor, ...]:
