@@ -67,6 +67,27 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
     return out
 
 
+def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
+    """:func:`_as_view` for several new views of ``x`` at once (``unbind``, ``split``, iterating):
+    the base's bookkeeping is looked up once."""
+    if not outs:
+        return outs
+    _as_view(outs[0], x)
+    vc, base = outs[0]._vc, outs[0]._meta.view_base
+    no_grad = outs[0]._meta.view_no_grad
+    views = base._meta.views
+    before = len(views)
+    for out in outs[1:]:
+        out._vc = vc
+        meta = out._meta = _Meta()
+        meta.view_base = base
+        meta.view_no_grad = no_grad
+        views.append(ref(out))
+    if len(views) >= 64 and len(views).bit_length() > before.bit_length():
+        views[:] = [r for r in views if r() is not None]  # crossed a power of two: as _as_view
+    return outs
+
+
 def _view_op(x: Tensor, data: np.ndarray, node: type, args: tuple[Any, ...]) -> Tensor:
     out = record(node, data, (x,), (), args) if x._rg and _state.enabled else _make(data)
     if data.base is not None and np.may_share_memory(data, x.data):  # reshape may have copied
@@ -359,10 +380,8 @@ def _pieces(x: Tensor, sizes: list[int], ax: int, node: type) -> tuple[Tensor, .
     if x._rg and _state.enabled:
         outs = record_multi(node, datas, (x,), (ax,))
     else:
-        outs = tuple(_make(v) for v in datas)
-    for out in outs:
-        _as_view(out, x)
-    return outs
+        outs = tuple([_make(v) for v in datas])
+    return _as_views(outs, x)
 
 
 def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
@@ -404,14 +423,16 @@ def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
         raise ShapeError("unbind: dimension specified as 0 but tensor has no dimensions")
     ax = norm_dim(dim, x.data.ndim)
     # the trailing ``...`` keeps 0-d slices views (a bare int index would copy them)
-    datas = [x.data[(slice(None),) * ax + (i, Ellipsis)] for i in range(x.data.shape[ax])]
+    data = x.data
+    if ax == 0:
+        datas = [data[i, ...] for i in range(data.shape[0])]
+    else:
+        datas = [data[(slice(None),) * ax + (i, Ellipsis)] for i in range(data.shape[ax])]
     if x._rg and _state.enabled:
         outs = record_multi(d.UnbindBackward0, datas, (x,), (ax,))
     else:
-        outs = tuple(_make(v) for v in datas)
-    for out in outs:
-        _as_view(out, x)
-    return outs
+        outs = tuple([_make(v) for v in datas])
+    return _as_views(outs, x)
 
 
 def clone(x: Tensor) -> Tensor:
