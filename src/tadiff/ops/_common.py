@@ -8,11 +8,12 @@ import numpy as np
 
 from tadiff.autograd.factories import _default_dtype, numeric_array
 from tadiff.autograd.grad_mode import _state
-from tadiff.autograd.graph import record, record_multi
+from tadiff.autograd.graph import INPUTS, record, record_multi
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError, type_name
 
 __all__ = [
+    "INPUTS",
     "Tensor",
     "_make",
     "_state",

@@ -27,7 +27,7 @@ from tadiff.errors import InputError, LinAlgError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops import elementwise as ew
 from tadiff.ops import reductions as red
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, record, record_multi
+from tadiff.ops._common import INPUTS, Tensor, _make, _state, as_tensor, record, record_multi
 from tadiff.ops._dual import solve_triangular_array
 from tadiff.ops.linalg import matmul
 from tadiff.ops.shape import moveaxis, transpose
@@ -116,7 +116,7 @@ def det(a: Any) -> Tensor:
     a = _matrix(a, "det")
     out = np.asarray(np.linalg.det(a.data), a.dtype)
     if _needs(a):
-        return record(d.LinalgDetBackward0, out, (a,), (a,), (), save_result=True)
+        return record(d.LinalgDetBackward0, out, (a,), INPUTS, (), save_result=True)
     return _make(out)
 
 

@@ -24,6 +24,7 @@ from tadiff.autograd.factories import _default_dtype
 from tadiff.errors import DTypeError, InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
+    INPUTS,
     Tensor,
     _make,
     _state,
@@ -133,7 +134,7 @@ def mul(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("mul", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.MulBackward0, out, (a, b), (a, b))
+        return record(d.MulBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 
@@ -153,7 +154,7 @@ def div(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("div", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.DivBackward0, out, (a, b), (a, b))
+        return record(d.DivBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 
@@ -181,10 +182,10 @@ def pow(a: Any, b: Any) -> Tensor:
         raise InputError(f"pow: {exc}") from None  # an integer to a negative integer power
     if isinstance(b, Tensor):
         if (a._rg or b._rg) and _state.enabled:
-            return record(d.PowBackward1, out, (a, b), (a, b), save_result=True)
+            return record(d.PowBackward1, out, (a, b), INPUTS, save_result=True)
         return _make(out)
     if a._rg and _state.enabled:
-        return record(d.PowBackward0, out, (a,), (a,), (b,))
+        return record(d.PowBackward0, out, (a,), INPUTS, (b,))
     return _make(out)
 
 
@@ -283,7 +284,7 @@ def _clamp_as(x: Tensor, min: float | None, max: float | None, node: type) -> Te
     if x._rg and _state.enabled:
         lo = -np.inf if min is None else min
         hi = np.inf if max is None else max
-        return record(node, out, (x,), (x,), (lo, hi))
+        return record(node, out, (x,), INPUTS, (lo, hi))
     return _make(out)
 
 
@@ -302,7 +303,7 @@ def maximum(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("maximum", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.MaximumBackward0, out, (a, b), (a, b))
+        return record(d.MaximumBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 
@@ -314,7 +315,7 @@ def minimum(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("minimum", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.MinimumBackward0, out, (a, b), (a, b))
+        return record(d.MinimumBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from tadiff.errors import InputError, ShapeError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, record
+from tadiff.ops._common import INPUTS, Tensor, _make, _state, as_tensor, record
 from tadiff.ops._dual import einsum_array
 
 
@@ -57,7 +57,7 @@ def matmul(a: Any, b: Any) -> Tensor:
             "batch dims must broadcast"
         ) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(_matmul_node(a.data.ndim, b.data.ndim), out, (a, b), (a, b))
+        return record(_matmul_node(a.data.ndim, b.data.ndim), out, (a, b), INPUTS)
     return _make(out)
 
 

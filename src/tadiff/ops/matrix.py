@@ -24,7 +24,16 @@ from numpy.lib.stride_tricks import as_strided
 
 from tadiff.errors import InputError, ShapeError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, norm_dim, record
+from tadiff.ops._common import (
+    INPUTS,
+    Tensor,
+    _make,
+    _state,
+    as_tensor,
+    broadcasts_to,
+    norm_dim,
+    record,
+)
 from tadiff.ops._dual import cross_array
 from tadiff.ops.elementwise import mul
 from tadiff.ops.indexing import index_put
@@ -170,7 +179,7 @@ def cross(a: Any, b: Any, dim: int = -1) -> Tensor:
     except ValueError:
         raise ShapeError(f"cross: shapes {a.shape} and {b.shape} do not broadcast") from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.LinalgCrossBackward0, out, (a, b), (a, b), (ax,))
+        return record(d.LinalgCrossBackward0, out, (a, b), INPUTS, (ax,))
     return _make(out)
 
 

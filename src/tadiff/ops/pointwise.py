@@ -22,6 +22,7 @@ import numpy as np
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
+    INPUTS,
     Tensor,
     _make,
     _state,
@@ -114,7 +115,7 @@ def polygamma(n: int, x: Any) -> Tensor:
     x = as_tensor(x, name="polygamma() argument")
     out = _fix_dtype(polygamma_array(int(n), x.data), x)
     if x._rg and _state.enabled:
-        return record(d.PolygammaBackward0, out, (x,), (x,), (int(n),))
+        return record(d.PolygammaBackward0, out, (x,), INPUTS, (int(n),))
     return _make(out)
 
 
@@ -150,7 +151,7 @@ def _binary(name: str, fn: Any, node: type, number_node: type | None = None) -> 
         except ValueError:
             raise not_broadcastable(name, a, b) from None
         if (a._rg or b._rg) and _state.enabled:
-            return record(recorded, out, (a, b), (a, b))
+            return record(recorded, out, (a, b), INPUTS)
         return _make(out)
 
     op.__name__ = op.__qualname__ = name

@@ -25,6 +25,7 @@ import numpy as np
 from tadiff.errors import InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
+    INPUTS,
     Tensor,
     _make,
     _state,
@@ -155,7 +156,7 @@ def var(
     n = _count(x.data.shape, dims)
     out = _reduce_out(_variance_data(x, dims, keep, c, n, "var"), x)
     if x._rg and _state.enabled:
-        return record(d.VarBackward0, out, (x,), (x,), (dims, keep, c, n))
+        return record(d.VarBackward0, out, (x,), INPUTS, (dims, keep, c, n))
     return _make(out)
 
 
@@ -177,7 +178,7 @@ def std(
     n = _count(x.data.shape, dims)
     out = _reduce_out(np.sqrt(_variance_data(x, dims, keep, c, n, "std")), x)
     if x._rg and _state.enabled:
-        return record(d.StdBackward0, out, (x,), (x,), (dims, keep, c, n), save_result=True)
+        return record(d.StdBackward0, out, (x,), INPUTS, (dims, keep, c, n), save_result=True)
     return _make(out)
 
 
@@ -191,7 +192,7 @@ def prod(
     out = _reduce_out(x.data.prod(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
         node = d.ProdBackward0 if dim is None and axis is None else d.ProdBackward1
-        return record(node, out, (x,), (x,), (dims, keep))
+        return record(node, out, (x,), INPUTS, (dims, keep))
     return _make(out)
 
 
@@ -203,7 +204,7 @@ def _extreme(x: Tensor, dims: Any, keep: bool, fn: Any, node: type, what: str) -
         )
     out = _reduce_out(fn(x.data, axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
-        return record(node, out, (x,), (x,), (dims, keep), save_result=True)
+        return record(node, out, (x,), INPUTS, (dims, keep), save_result=True)
     return _make(out)
 
 
@@ -317,7 +318,7 @@ def logsumexp(
         s = np.log(fast_sum(np.exp(x.data - m), dims, True)) + m
     out = _reduce_out(s if keep else s.reshape(np.sum(x.data, axis=dims).shape), x)
     if x._rg and _state.enabled:
-        return record(d.LogsumexpBackward0, out, (x,), (x,), (dims, keep), save_result=True)
+        return record(d.LogsumexpBackward0, out, (x,), INPUTS, (dims, keep), save_result=True)
     return _make(out)
 
 
@@ -346,7 +347,7 @@ def norm(
         out = _reduce_out(np.sqrt(fast_sum(x.data * x.data, dims, keep)), x)
         if x._rg and _state.enabled:
             node = d.LinalgVectorNormBackward0
-            return record(node, out, (x,), (x,), (dims, keep), save_result=True)
+            return record(node, out, (x,), INPUTS, (dims, keep), save_result=True)
         return _make(out)
     from tadiff.ops.elementwise import abs as abs_
 

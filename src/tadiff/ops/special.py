@@ -25,7 +25,7 @@ import numpy as np
 from tadiff.autograd.factories import _default_dtype
 from tadiff.errors import InputError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, not_broadcastable, record
+from tadiff.ops._common import INPUTS, Tensor, _make, _state, as_tensor, not_broadcastable, record
 from tadiff.ops._erf import erfc_array
 from tadiff.ops._special import (
     erfcx_array,
@@ -150,7 +150,7 @@ def logit(x: Any, eps: float | None = None) -> Tensor:
     with np.errstate(all="ignore"):
         out = _fix_dtype(np.asarray(np.log(z / (1 - z))), x)
     if x._rg and _state.enabled:
-        return record(d.LogitBackward0, out, (x,), (x,), (None if eps is None else float(eps),))
+        return record(d.LogitBackward0, out, (x,), INPUTS, (None if eps is None else float(eps),))
     return _make(out)
 
 
@@ -167,7 +167,7 @@ def _xlog(name: str, log: Callable[[np.ndarray], np.ndarray], node: type) -> Cal
         out = out.astype(np.result_type(a.data, b.data), copy=False)
         out = _fix_dtype(out, a if a.data.dtype.kind not in "biu" else b)
         if (a._rg or b._rg) and _state.enabled:
-            return record(node, out, (a, b), (a, b))
+            return record(node, out, (a, b), INPUTS)
         return _make(out)
 
     op.__name__ = op.__qualname__ = name
