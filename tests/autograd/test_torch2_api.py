@@ -156,3 +156,45 @@ def test_grad_and_value_equals_torch_func():
         np.testing.assert_allclose(aux.data, reference_aux.numpy(), rtol=1e-14)
     g, v = td.func.grad_and_value(lambda x: (x**3).sum())(td.tensor([2.0]))
     assert g.tolist() == [12.0] and v.item() == 8.0
+
+
+# ---- clamp with Tensor bounds, linalg.solve broadcasting B ---------------------------------------
+
+
+def test_clamp_with_tensor_bounds_equals_torch():
+    rng = np.random.default_rng(3)
+    x, lo, hi = rng.standard_normal((3, 4)), rng.standard_normal(4) - 0.5, rng.standard_normal(4)
+    lo[0] = hi[0] + 1.0  # min above max: max wins, and gets the gradient
+    for kwargs in ({"min": lo, "max": hi}, {"min": lo}, {"max": hi}):
+        ours = {k: td.tensor(v, requires_grad=True) for k, v in (("x", x), *kwargs.items())}
+        theirs = {k: torch.tensor(v, requires_grad=True) for k, v in (("x", x), *kwargs.items())}
+        out = td.clamp(ours["x"], **{k: ours[k] for k in kwargs})
+        ref = torch.clamp(theirs["x"], **{k: theirs[k] for k in kwargs})
+        np.testing.assert_array_equal(out.data, ref.detach().numpy())
+        assert out.grad_fn.name() == type(ref.grad_fn).__name__ == "ClampBackward0"
+        g = rng.standard_normal(x.shape)
+        out.backward(td.tensor(g))
+        ref.backward(torch.tensor(g))
+        for k in ours:
+            np.testing.assert_array_equal(ours[k].grad.data, theirs[k].grad.numpy())
+    assert td.clamp_min(td.ones(2, requires_grad=True), td.zeros(2)).grad_fn.name() == (
+        "ClampMinBackward1"
+    )
+    # the result keeps x's dtype, as torch's
+    assert td.clamp(td.ones(2), min=td.zeros(2, dtype=td.float64)).dtype == np.float32
+
+
+@pytest.mark.parametrize("b_shape", [(3, 2), (3,), (4, 3), (4, 3, 2), (1, 3, 2), (2, 4, 3, 2)])
+def test_solve_broadcasts_b_like_torch(b_shape):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((4, 3, 3)) + 3 * np.eye(3)  # well conditioned: torch is an oracle
+    b = rng.standard_normal(b_shape)
+    x, y = td.tensor(a, requires_grad=True), td.tensor(b, requires_grad=True)
+    s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    out, ref = td.linalg.solve(x, y), torch.linalg.solve(s, t)
+    assert out.shape == tuple(ref.shape)
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-12, atol=1e-12)
+    out.sum().backward()
+    ref.sum().backward()
+    np.testing.assert_allclose(x.grad.data, s.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y.grad.data, t.grad.numpy(), rtol=1e-12, atol=1e-12)

@@ -283,6 +283,7 @@ CASES += [  # more element-wise math
     *_cases("diagonal", lambda m, a: m.diagonal(a, 1) ** 2, [((3, 4),), ((4, 3),)]),
     *_cases("diagonal_neg", lambda m, a: a.diagonal(-1) * 2, [((3, 3),)]),
     *_cases("diagonal_dims", lambda m, a: m.diagonal(a, 0, 0, 2) ** 2, [((3, 2, 3),)]),
+    *_cases("clamp_tensors", lambda m, a, lo, hi: m.clamp(a, min=lo - 0.5, max=hi + 0.5), [((2, 3), (3,), (2, 1))]),  # noqa: E501
     *_cases("diag_embed", lambda m, a: m.diag_embed(a) ** 2, [((3,),), ((2, 3),)]),
     *_cases("diag_embed_offset_dims", lambda m, a: m.diag_embed(a, -1, 0, 2) * 3, [((2, 3),)]),
     *_cases("diag_embed_method", lambda m, a: a.diag_embed(2) ** 2, [((2, 2),)]),

@@ -173,6 +173,10 @@ BINARY = {
     "remainder": lambda m, a, b: m.remainder(a, b),
     "fmod": lambda m, a, b: m.fmod(a, b),
     "where": lambda m, a, b: m.where(a > b, a, b),
+    "clamp_tensor_min": lambda m, a, b: m.clamp(a, min=b),
+    "clamp_tensor_max": lambda m, a, b: m.clamp(a, max=b),
+    "clamp_min_tensor": lambda m, a, b: m.clamp_min(a, b),
+    "clamp_max_tensor": lambda m, a, b: m.clamp_max(a, b),
     "xlogy": lambda m, a, b: m.special.xlogy(a, b),
     "xlog1py": lambda m, a, b: m.special.xlog1py(a, b),
 }

@@ -128,13 +128,20 @@ def logdet(a: Any) -> Tensor:
 
 
 def solve(a: Any, b: Any, *, left: bool = True) -> Tensor:
-    """``X`` with ``A X = B`` (``X A = B`` when ``left=False``); ``B`` is (..., n, k), or a
-    batch of vectors (..., n) when it has one dim less than ``A``. Batch dims broadcast."""
+    """``X`` with ``A X = B`` (``X A = B`` when ``left=False``); ``B`` is (..., n, k), or
+    vectors: ``(n,)`` or ``A``'s batch of them (``B.shape == A.shape[:-1]``), torch's rule.
+    Batch dims broadcast: ``B`` of shape ``(n, k)`` is solved against every matrix of a batch.
+
+    Example:
+        >>> import tadiff as td
+        >>> solve(td.eye(3).expand(4, 3, 3), td.ones(3, 2)).shape
+        (4, 3, 2)
+    """
     a = _matrix(a, "solve")
     b = as_tensor(b, a, "solve() B")
     if not left:
         return transpose(solve(transpose(a, -1, -2), transpose(b, -1, -2)), -1, -2)
-    vector = b.ndim == a.ndim - 1 or b.ndim == 1
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     rhs = b.data[..., None] if vector else b.data
     if rhs.shape[-2] != a.shape[-1]:
         raise ShapeError(

@@ -520,6 +520,36 @@ def _xlog_slope(F: Any, g: Any, a: Any, b: Any, log_b: Any, pole: float) -> Any:
     return F.where(zero, 0.0, g * log_b)
 
 
+def _clamp_masks(F: Any, x: Any, lo: Any, hi: Any) -> tuple[Any, Any, Any]:
+    xs = F.data(x)
+    los = None if lo is None else F.data(lo)
+    his = None if hi is None else F.data(hi)
+    return xs, los, his
+
+
+def _clamp_x(F: Any, g: Any, x: Any, lo: Any, hi: Any) -> Any:
+    xs, los, his = _clamp_masks(F, x, lo, hi)
+    inside = np.ones(np.broadcast_shapes(*(np.shape(v) for v in (xs, los, his) if v is not None)),
+                     bool)  # fmt: skip
+    if los is not None:
+        inside &= xs >= los
+    if his is not None:
+        inside &= xs <= his
+    return F.sum_to(_masked(F, inside, g), x.shape)
+
+
+def _clamp_lo(F: Any, g: Any, x: Any, lo: Any, hi: Any) -> Any:
+    xs, los, his = _clamp_masks(F, x, lo, hi)
+    below = xs < los if his is None else (xs < los) & (los < his)
+    return F.sum_to(_masked(F, np.broadcast_to(below, g.shape), g), lo.shape)
+
+
+def _clamp_hi(F: Any, g: Any, x: Any, lo: Any, hi: Any) -> Any:
+    xs, los, his = _clamp_masks(F, x, lo, hi)
+    above = xs > his if los is None else (xs > his) | (his < los)
+    return F.sum_to(_masked(F, np.broadcast_to(above, g.shape), g), hi.shape)
+
+
 # ---- the table -------------------------------------------------------------------------------
 # Formula arguments: ``g`` the output's gradient, ``x``/``a``/``b`` saved inputs, ``r`` the saved
 # result. Where it is not plain from the names, a comment reads "saved; args": what the forward
@@ -578,6 +608,10 @@ ClampBackward1 = _node(
 )
 ClampMinBackward0 = _node("ClampMinBackward0", *ClampBackward1.vjps)  # clamp_min(x, lo)
 ClampMaxBackward0 = _node("ClampMaxBackward0", *ClampBackward1.vjps)  # clamp_max(x, hi)
+# x, lo, hi (Tensors, or None for a missing bound): torch's clamp.Tensor
+ClampBackward0 = _node("ClampBackward0", _clamp_x, _clamp_lo, _clamp_hi)
+ClampMinBackward1 = _node("ClampMinBackward1", _clamp_x, _clamp_lo, None)
+ClampMaxBackward1 = _node("ClampMaxBackward1", _clamp_x, None, _clamp_hi)
 # x; exponent
 # x; exponent
 PowBackward0 = _node("PowBackward0", _pow_scalar_base)

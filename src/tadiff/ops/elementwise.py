@@ -273,7 +273,31 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tens
     """
     if min is None and max is None:
         raise DTypeError("clamp: at least one of 'min' or 'max' must not be None")
+    if isinstance(min, (Tensor, np.ndarray)) or isinstance(max, (Tensor, np.ndarray)):
+        return clamp_tensors(x, min, max, d.ClampBackward0)
     return _clamp_as(x, min, max, d.ClampBackward1)
+
+
+def clamp_tensors(x: Any, min: Any, max: Any, node: type) -> Tensor:
+    """``clamp`` with Tensor bounds (broadcasting with ``x``), differentiable in all three as
+    torch's ``clamp.Tensor``: ``x`` gets the gradient where ``min <= x <= max``, ``min`` where
+    ``x < min`` (and ``min < max``), ``max`` where ``x > max`` (or ``max < min``: ``max`` wins
+    there). The result keeps ``x``'s dtype."""
+    x = as_tensor(x, name="clamp() input")
+    lo = None if min is None else as_tensor(min, x, "clamp() min")
+    hi = None if max is None else as_tensor(max, x, "clamp() max")
+    out = x.data
+    try:
+        if lo is not None:
+            out = np.maximum(out, lo.data)
+        if hi is not None:
+            out = np.minimum(out, hi.data)
+    except ValueError:
+        raise not_broadcastable("clamp", *(t for t in (x, lo, hi) if t is not None)) from None
+    out = np.asarray(out, x.data.dtype)
+    if _state.enabled and any(t is not None and t._rg for t in (x, lo, hi)):
+        return record(node, out, (x, lo, hi), INPUTS)
+    return _make(out)
 
 
 def _clamp_as(x: Tensor, min: float | None, max: float | None, node: type) -> Tensor:

@@ -38,6 +38,7 @@ from tadiff.ops.elementwise import (
     _pair,
     _unary,
     add,
+    clamp_tensors,
     div,
     mul,
     pow,
@@ -171,13 +172,17 @@ fmod = _binary("fmod", np.fmod, d.FmodBackward1, d.FmodBackward0)
 fmod.__doc__ = """C's ``fmod`` (the sign of ``a``); gradients ``1`` and ``-trunc(a / b)``."""
 
 
-def clamp_min(x: Tensor, min: float) -> Tensor:
-    """``clamp(x, min=min)``."""
+def clamp_min(x: Tensor, min: Any) -> Tensor:
+    """``clamp(x, min=min)`` (``min`` a number or a Tensor)."""
+    if isinstance(min, (Tensor, np.ndarray)):
+        return clamp_tensors(x, min, None, d.ClampMinBackward1)
     return _clamp_as(as_tensor(x), min, None, d.ClampMinBackward0)
 
 
-def clamp_max(x: Tensor, max: float) -> Tensor:
-    """``clamp(x, max=max)``."""
+def clamp_max(x: Tensor, max: Any) -> Tensor:
+    """``clamp(x, max=max)`` (``max`` a number or a Tensor)."""
+    if isinstance(max, (Tensor, np.ndarray)):
+        return clamp_tensors(x, None, max, d.ClampMaxBackward1)
     return _clamp_as(as_tensor(x), None, max, d.ClampMaxBackward0)
 
 
