@@ -198,3 +198,107 @@ def test_solve_broadcasts_b_like_torch(b_shape):
     ref.sum().backward()
     np.testing.assert_allclose(x.grad.data, s.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(y.grad.data, t.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+# ---- autograd.Function: setup_context, mark_dirty; post-accumulate-grad hooks ----------------
+
+
+def _functions(m):
+    class MulAdd(m.autograd.Function):
+        @staticmethod
+        def forward(x, w, shift):  # torch 2's style: no ctx here...
+            return x * w + shift
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):  # ...the context is set up apart
+            x, w, shift = inputs
+            ctx.save_for_backward(x, w, output)
+            ctx.shift = shift
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w, out = ctx.saved_tensors
+            assert out.tolist() == (x * w + ctx.shift).tolist()  # the output was saved
+            return g * w, g * x, None
+
+    class AddOneInPlace(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            with m.no_grad():
+                x.add_(1)
+            ctx.mark_dirty(x)
+            ctx.save_for_backward(x)  # the modified tensor may be saved
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            assert x.tolist() == [3.0, 5.0]  # the value after the in-place change
+            return g * 1
+
+    return MulAdd, AddOneInPlace
+
+
+@pytest.mark.parametrize("module", [td, torch], ids=["tadiff", "torch"])
+def test_function_with_setup_context(module):
+    MulAdd, _ = _functions(module)
+    x = module.tensor([1.0, 2.0], requires_grad=True)
+    w = module.tensor([3.0, 4.0], requires_grad=True)
+    y = MulAdd.apply(x, w, 0.5)
+    assert type(y.grad_fn).__name__ == "MulAddBackward"
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 4.0] and w.grad.tolist() == [1.0, 2.0]
+    assert y.tolist() == [3.5, 8.5]
+
+
+@pytest.mark.parametrize("module", [td, torch], ids=["tadiff", "torch"])
+def test_mark_dirty(module):
+    _, AddOneInPlace = _functions(module)
+    x = module.tensor([1.0, 2.0], requires_grad=True)
+    z = x * 2
+    saved_by_mul = z * z  # saves z's current value
+    version = z._version
+    out = AddOneInPlace.apply(z)
+    assert out is z and z._version > version and z.tolist() == [3.0, 5.0]
+    assert type(z.grad_fn).__name__ == "AddOneInPlaceBackward"
+    (z * z).sum().backward(retain_graph=True)
+    assert x.grad.tolist() == [12.0, 20.0]  # d/dx (2x + 1)^2 = 4 (2x + 1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved_by_mul.sum().backward()
+    leaf = module.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        AddOneInPlace.apply(leaf)
+
+
+@pytest.mark.parametrize("module", [td, torch], ids=["tadiff", "torch"])
+def test_post_accumulate_grad_hook(module):
+    w = module.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    handle = w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+    (w * 3).sum().backward()
+    (w * 2).sum().backward()
+    assert seen == [[3.0, 3.0], [5.0, 5.0]]  # after accumulation, the tensor itself
+    handle.remove()
+    (w * 1).sum().backward()
+    assert len(seen) == 2
+    module.autograd.grad((w * 5).sum(), w)  # grad() accumulates nothing: no hook
+    assert len(seen) == 2
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (w * 2).register_post_accumulate_grad_hook(lambda t: None)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        module.ones(2).register_post_accumulate_grad_hook(lambda t: None)
+
+
+def test_post_accumulate_grad_hook_fuses_an_optimizer_step():
+    # torch's documented use: an SGD step per parameter, inside backward
+    w = td.tensor([1.0, 2.0], requires_grad=True)
+
+    def step(p):
+        with td.no_grad():
+            p -= 0.1 * p.grad
+        p.grad = None
+
+    w.register_post_accumulate_grad_hook(step)
+    (w * w).sum().backward()
+    np.testing.assert_allclose(w.data, [0.8, 1.6])  # w - 0.1 * 2w
+    assert w.grad is None

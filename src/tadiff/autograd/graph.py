@@ -225,9 +225,17 @@ def accumulate_into(t: Tensor, grad: Any, create_graph: bool, owned: bool = Fals
     being copied.
     """
     meta = t._meta
-    if meta is not None and meta.hooks:
-        grad = _run_tensor_hooks(meta.hooks, grad, create_graph)
-        owned = False
+    if meta is not None and (meta.hooks or meta.post_hooks):
+        if meta.hooks:
+            grad = _run_tensor_hooks(meta.hooks, grad, create_graph)
+        _accumulate(t, grad, create_graph, False)
+        for hook in list(meta.post_hooks or ()):
+            hook(t)
+        return
+    _accumulate(t, grad, create_graph, owned)
+
+
+def _accumulate(t: Tensor, grad: Any, create_graph: bool, owned: bool) -> None:
     if create_graph:
         if type(grad) is not Tensor:
             grad = _make(np.asarray(grad))

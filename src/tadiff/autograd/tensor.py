@@ -37,11 +37,20 @@ _ndarray = np.ndarray
 class _Meta:
     """Rarely used per-tensor state, created on first use."""
 
-    __slots__ = ("acc", "hooks", "retains_grad", "view_base", "view_no_grad", "views")
+    __slots__ = (
+        "acc",
+        "hooks",
+        "post_hooks",
+        "retains_grad",
+        "view_base",
+        "view_no_grad",
+        "views",
+    )
 
     def __init__(self) -> None:
         self.acc = None  # the leaf's AccumulateGrad node (which refers back weakly)
         self.hooks = None  # leaf gradient hooks: list of callables
+        self.post_hooks = None  # hooks run after .grad was accumulated: list of callables
         self.retains_grad = False
         self.view_base = None  # for a view: the tensor whose memory it reads (never a view)
         self.view_no_grad = False  # a view made without recording from a base requiring grad
@@ -215,6 +224,34 @@ class Tensor:
         from tadiff.autograd.graph import register_tensor_hook
 
         return register_tensor_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
+        """Call ``hook(tensor)`` after a backward pass has accumulated into this leaf's
+        ``.grad`` (torch 2.1's hook for fusing an optimizer step into backward). Returns a handle
+        with ``remove()``.
+
+        Raises:
+            AutogradError: on a tensor that is not a leaf requiring grad.
+
+        Example:
+            >>> w = Tensor(np.ones(2), requires_grad=True)
+            >>> handle = w.register_post_accumulate_grad_hook(lambda t: print(t.grad))
+            >>> (w * 3).sum().backward()
+            tensor([3., 3.], dtype=float64)
+        """
+        from tadiff.autograd.graph import RemovableHandle
+
+        if not self._rg:
+            raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise AutogradError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        meta = self._get_meta()
+        if meta.post_hooks is None:
+            meta.post_hooks = []
+        meta.post_hooks.append(hook)
+        return RemovableHandle(meta.post_hooks, hook)
 
     def retain_grad(self) -> None:
         """Make a non-leaf tensor keep its gradient in ``.grad`` after backward."""
