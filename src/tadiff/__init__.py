@@ -24,6 +24,8 @@ from tadiff import (
     ops,
     optim,
     parallel,
+    random,
+    serialization,
     special,
     utils,
     viz,
@@ -42,7 +44,6 @@ from tadiff.autograd.factories import (
     full_like,
     get_default_dtype,
     linspace,
-    manual_seed,
     multinomial,
     normal,
     ones,
@@ -249,6 +250,16 @@ from tadiff.ops import (
 from tadiff.ops.predicates import is_floating_point, is_tensor, numel
 from tadiff.ops.special import erfinv, i0, logit, sinc, xlogy
 from tadiff.parallel import get_num_threads, set_num_threads
+from tadiff.random import (
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
+from tadiff.serialization import load, save
 from tadiff.structured.householder import householder_apply, householder_product
 from tadiff.structured.sinkhorn import sinkhorn
 
@@ -273,6 +284,7 @@ iinfo = _np.iinfo
 __version__ = "0.1.0"
 
 __all__ = [
+    "Generator",
     "Tensor",
     "TensorFunction",
     "__version__",
@@ -331,6 +343,7 @@ __all__ = [
     "cumprod",
     "cumsum",
     "data",
+    "default_generator",
     "define",
     "det",
     "device",
@@ -377,6 +390,7 @@ __all__ = [
     "ge",
     "get_default_dtype",
     "get_num_threads",
+    "get_rng_state",
     "gt",
     "half",
     "histc",
@@ -390,6 +404,7 @@ __all__ = [
     "index_fill",
     "index_select",
     "inference_mode",
+    "initial_seed",
     "int",
     "int8",
     "int16",
@@ -414,6 +429,7 @@ __all__ = [
     "lgamma",
     "linalg",
     "linspace",
+    "load",
     "log",
     "log1p",
     "log2",
@@ -475,6 +491,7 @@ __all__ = [
     "randint",
     "randn",
     "randn_like",
+    "random",
     "randperm",
     "reciprocal",
     "relu",
@@ -485,12 +502,16 @@ __all__ = [
     "roll",
     "round",
     "rsqrt",
+    "save",
     "scatter",
     "scatter_add",
     "searchsorted",
+    "seed",
+    "serialization",
     "set_default_dtype",
     "set_grad_enabled",
     "set_num_threads",
+    "set_rng_state",
     "short",
     "sigmoid",
     "sign",
