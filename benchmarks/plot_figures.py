@@ -87,6 +87,9 @@ def draw(table: Table, path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     labels = [row[0] for row in table.rows]
+    if len(set(labels)) < len(labels) and len(table.header) > 1:
+        # rows named by their first two cells (a program and a dtype, a workload and a size)
+        labels = [f"{row[0]} {row[1]}" for row in table.rows]
     times = [j for j, h in enumerate(table.header) if h.endswith("(s)")]
     iqr = [j for j, h in enumerate(table.header) if h.startswith("IQR")]
     height = 0.9 + 0.38 * len(labels)

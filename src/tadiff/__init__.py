@@ -13,6 +13,7 @@ import numpy as _np
 # householder_*), training (nn, optim, viz), and the integer linear algebra under it all.
 from tadiff import (
     autograd,
+    cuda,
     data,
     distributions,
     errors,
@@ -25,16 +26,23 @@ from tadiff import (
     parallel,
     random,
     serialization,
+    special,
     utils,
     viz,
 )
+from tadiff._device import device
 from tadiff.autograd.factories import (
     arange,
+    as_tensor,
     bernoulli,
     empty,
+    empty_like,
     eye,
+    from_dlpack,
+    from_numpy,
     full,
     full_like,
+    get_default_dtype,
     linspace,
     multinomial,
     normal,
@@ -46,11 +54,21 @@ from tadiff.autograd.factories import (
     randn,
     randn_like,
     randperm,
+    set_default_dtype,
     tensor,
+    tril_indices,
+    triu_indices,
     zeros,
     zeros_like,
 )
-from tadiff.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from tadiff.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from tadiff.autograd.tensor import Tensor
 from tadiff.index import TensorFunction, define
 from tadiff.linalg import det, logdet, matrix_power, slogdet
@@ -101,6 +119,7 @@ from tadiff.ops import (
     cumprod,
     cumsum,
     diag,
+    diag_embed,
     diagonal,
     diff,
     digamma,
@@ -228,6 +247,8 @@ from tadiff.ops import (
     vstack,
     where,
 )
+from tadiff.ops.predicates import is_floating_point, is_tensor, numel
+from tadiff.ops.special import erfinv, i0, logit, sinc, xlogy
 from tadiff.parallel import get_num_threads, set_num_threads
 from tadiff.random import (
     Generator,
@@ -247,9 +268,18 @@ float32 = _np.dtype("float32")
 float64 = _np.dtype("float64")
 int64 = long = _np.dtype("int64")
 int32 = _np.dtype("int32")
-float16 = _np.dtype("float16")
+float16 = half = _np.dtype("float16")
 double = float64
+float = float32  # torch's aliases, shadowing the builtins only inside this namespace
+int = int32
+int16 = short = _np.dtype("int16")
+int8 = _np.dtype("int8")
+uint8 = _np.dtype("uint8")
+complex64 = cfloat = _np.dtype("complex64")
+complex128 = cdouble = _np.dtype("complex128")
 bool = _np.dtype("bool")
+finfo = _np.finfo  # machine limits of floating dtypes (eps, tiny, max), torch's names
+iinfo = _np.iinfo
 
 __version__ = "0.1.0"
 
@@ -277,6 +307,7 @@ __all__ = [
     "argmin",
     "argsort",
     "argwhere",
+    "as_tensor",
     "asin",
     "asinh",
     "atan",
@@ -292,25 +323,32 @@ __all__ = [
     "broadcast_to",
     "bucketize",
     "cat",
+    "cdouble",
     "ceil",
+    "cfloat",
     "chunk",
     "clamp",
     "clamp_max",
     "clamp_min",
     "clip",
     "clone",
+    "complex64",
+    "complex128",
     "concatenate",
     "cos",
     "cosh",
     "count_nonzero",
     "cross",
+    "cuda",
     "cumprod",
     "cumsum",
     "data",
     "default_generator",
     "define",
     "det",
+    "device",
     "diag",
+    "diag_embed",
     "diagonal",
     "diff",
     "digamma",
@@ -320,47 +358,64 @@ __all__ = [
     "double",
     "einsum",
     "empty",
+    "empty_like",
     "enable_grad",
     "eq",
     "equal",
     "erf",
     "erfc",
+    "erfinv",
     "errors",
     "exp",
     "exp2",
     "expand",
     "expm1",
     "eye",
+    "finfo",
     "flatten",
     "flip",
+    "float",
     "float16",
     "float32",
     "float64",
     "floor",
     "fmod",
     "frac",
+    "from_dlpack",
+    "from_numpy",
     "full",
     "full_like",
     "func",
     "gather",
     "ge",
+    "get_default_dtype",
     "get_num_threads",
     "get_rng_state",
     "gt",
+    "half",
     "histc",
     "householder_apply",
     "householder_product",
     "hstack",
+    "i0",
+    "iinfo",
     "index_add",
     "index_copy",
     "index_fill",
     "index_select",
+    "inference_mode",
     "initial_seed",
+    "int",
+    "int8",
+    "int16",
     "int32",
     "int64",
     "intlinalg",
     "inverse",
+    "is_floating_point",
     "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "is_tensor",
     "isclose",
     "isfinite",
     "isinf",
@@ -386,6 +441,7 @@ __all__ = [
     "logical_not",
     "logical_or",
     "logical_xor",
+    "logit",
     "logsumexp",
     "long",
     "lt",
@@ -418,6 +474,7 @@ __all__ = [
     "nonzero",
     "norm",
     "normal",
+    "numel",
     "ones",
     "ones_like",
     "ops",
@@ -451,17 +508,21 @@ __all__ = [
     "searchsorted",
     "seed",
     "serialization",
+    "set_default_dtype",
     "set_grad_enabled",
     "set_num_threads",
     "set_rng_state",
+    "short",
     "sigmoid",
     "sign",
     "sin",
+    "sinc",
     "sinh",
     "sinkhorn",
     "slogdet",
     "softmax",
     "sort",
+    "special",
     "split",
     "sqrt",
     "square",
@@ -483,8 +544,11 @@ __all__ = [
     "trace",
     "transpose",
     "tril",
+    "tril_indices",
     "triu",
+    "triu_indices",
     "trunc",
+    "uint8",
     "unbind",
     "unflatten",
     "unique",
@@ -494,6 +558,7 @@ __all__ = [
     "viz",
     "vstack",
     "where",
+    "xlogy",
     "zeros",
     "zeros_like",
 ]  # fmt: skip

@@ -19,6 +19,24 @@ Example:
 from __future__ import annotations
 
 
+def type_name(value: object) -> str:
+    """``value``'s type as a user would write it: ``list``, ``torch.Tensor``,
+    ``jax.Array`` — the module named for anything not built in, so that a message never calls a
+    torch tensor just "Tensor".
+
+    Example:
+        >>> type_name([1]), type_name(ValueError())
+        ('list', 'ValueError')
+    """
+    kind = type(value)
+    module = kind.__module__
+    if module == "builtins":
+        return kind.__qualname__
+    if module.startswith("torch"):
+        module = "torch"  # torch.Tensor, not torch._tensor.Tensor
+    return f"{module}.{kind.__qualname__}"
+
+
 class TadiffError(Exception):
     """Base class of every tadiff exception."""
 
@@ -107,6 +125,17 @@ class MissingProgramError(MissingDependencyError):
         )
         self.feature = feature
         self.package = program
+
+
+class DeviceError(TadiffError, RuntimeError, AssertionError):
+    """A device other than the CPU was asked of tadiff's NumPy engine (``device="cuda"``,
+    ``.cuda()``). Also an ``AssertionError``: a CPU build of torch raises that for the same
+    request ("Torch not compiled with CUDA enabled")."""
+
+
+class SharingError(TadiffError, BufferError):
+    """Memory cannot be shared through DLPack (a tensor that requires grad must be detached
+    first); a ``BufferError``, as torch raises."""
 
 
 class GradcheckError(AutogradError):

@@ -32,7 +32,7 @@ from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import InputError, ShapeError
 from tadiff.ops.shape import reshape, stack
 
-__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "value_and_grad", "vjp"]
+__all__ = ["grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "value_and_grad", "vjp"]
 
 
 def _argnums(argnums: int | Sequence[int], n: int) -> tuple[tuple[int, ...], bool]:
@@ -143,6 +143,27 @@ def grad(
     def transformed(*args: Any) -> Any:
         value, g = both(*args)
         return (g, value[1]) if has_aux else g
+
+    return transformed
+
+
+def grad_and_value(
+    func: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """``f -> (x -> (∇f(x), f(x)))``, torch.func's order (:func:`value_and_grad` is JAX's); with
+    ``has_aux`` returns ``(gradient, (value, aux))``.
+
+    Example:
+        >>> import tadiff as td
+        >>> g, v = grad_and_value(lambda x: (x**2).sum())(td.tensor([1.0, 2.0]))
+        >>> g, v
+        (tensor([2., 4.]), tensor(5.))
+    """
+    both = value_and_grad(func, argnums, has_aux)
+
+    def transformed(*args: Any) -> Any:
+        value, g = both(*args)
+        return g, value
 
     return transformed
 

@@ -105,3 +105,12 @@ def test_training_loop_memory_is_flat():
     finally:
         tracemalloc.stop()
     assert now - base < 64 * 1024, f"memory grew by {now - base} bytes over 10 000 iterations"
+
+
+def test_iterating_a_tensor_again_and_again_keeps_its_list_of_views_bounded():
+    # unbind registers its views in bulk; dead ones are dropped whenever the list crosses a
+    # power of two, as for views made one at a time
+    x = td.ones(14, requires_grad=True)
+    for _ in range(3000):
+        list(x)
+    assert len(x._meta.views) < 128

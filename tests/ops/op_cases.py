@@ -279,9 +279,14 @@ CASES += [  # more element-wise math
     *_cases("tensordot_int", lambda m, a, b: m.tensordot(a, b, 1), [((2, 3), (3, 2))]),
     *_cases("kron", lambda m, a, b: m.kron(a, b), [((2, 3), (2, 2)), ((3,), (2, 1))]),
     *_cases("cross", lambda m, a, b: m.linalg.cross(a, b) if m.__name__ == "torch" else m.cross(a, b), [((2, 3), (2, 3))]),  # noqa: E501
+    *_cases("cross_dim0_broadcast", lambda m, a, b: m.linalg.cross(a, b, dim=0), [((3, 4), (3, 1)), ((3,), (3,))]),  # noqa: E501
     *_cases("diagonal", lambda m, a: m.diagonal(a, 1) ** 2, [((3, 4),), ((4, 3),)]),
     *_cases("diagonal_neg", lambda m, a: a.diagonal(-1) * 2, [((3, 3),)]),
     *_cases("diagonal_dims", lambda m, a: m.diagonal(a, 0, 0, 2) ** 2, [((3, 2, 3),)]),
+    *_cases("clamp_tensors", lambda m, a, lo, hi: m.clamp(a, min=lo - 0.5, max=hi + 0.5), [((2, 3), (3,), (2, 1))]),  # noqa: E501
+    *_cases("diag_embed", lambda m, a: m.diag_embed(a) ** 2, [((3,),), ((2, 3),)]),
+    *_cases("diag_embed_offset_dims", lambda m, a: m.diag_embed(a, -1, 0, 2) * 3, [((2, 3),)]),
+    *_cases("diag_embed_method", lambda m, a: a.diag_embed(2) ** 2, [((2, 2),)]),
     *_cases("diag_vector", lambda m, a: m.diag(a, 1) * 2, [((3,),)]),
     *_cases("diag_matrix", lambda m, a: m.diag(a) ** 2, [((3, 3),)]),
     *_cases("trace", lambda m, a: m.trace(a) * m.trace(a @ a.T), [((3, 3),), ((2, 4),)]),

@@ -109,6 +109,20 @@ UNARY = {
     "div_by_zero": lambda m, x: x / 0.0,
     "add_scalar": lambda m, x: x + 1.0,
     "sub_scalar": lambda m, x: x - 1.0,
+    # torch.special
+    "erfinv": lambda m, x: m.special.erfinv(x),
+    "erfcx": lambda m, x: m.special.erfcx(x),
+    "ndtr": lambda m, x: m.special.ndtr(x),
+    "ndtri": lambda m, x: m.special.ndtri(x),
+    "log_ndtr": lambda m, x: m.special.log_ndtr(x),
+    "i0": lambda m, x: m.special.i0(x),
+    "i0e": lambda m, x: m.special.i0e(x),
+    "i1": lambda m, x: m.special.i1(x),
+    "i1e": lambda m, x: m.special.i1e(x),
+    "sinc": lambda m, x: m.special.sinc(x),
+    "entr": lambda m, x: m.special.entr(x),
+    "logit": lambda m, x: m.special.logit(x),
+    "logit_eps": lambda m, x: m.special.logit(x, 0.25),
 }
 
 # reductions and normalizations over a dim (drawn) or over everything
@@ -159,6 +173,12 @@ BINARY = {
     "remainder": lambda m, a, b: m.remainder(a, b),
     "fmod": lambda m, a, b: m.fmod(a, b),
     "where": lambda m, a, b: m.where(a > b, a, b),
+    "clamp_tensor_min": lambda m, a, b: m.clamp(a, min=b),
+    "clamp_tensor_max": lambda m, a, b: m.clamp(a, max=b),
+    "clamp_min_tensor": lambda m, a, b: m.clamp_min(a, b),
+    "clamp_max_tensor": lambda m, a, b: m.clamp_max(a, b),
+    "xlogy": lambda m, a, b: m.special.xlogy(a, b),
+    "xlog1py": lambda m, a, b: m.special.xlog1py(a, b),
 }
 
 # Nodes of the VJP table this file does not drive, and why.
@@ -169,10 +189,11 @@ NOT_HERE = {
     "UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0", "IndexBackward0",
     "SliceBackward0", "SelectBackward0", "DiagonalBackward0", "IndexScatterBackward0",
     "ConstantPadNdBackward0", "IndexPutBackward0", "CopySlices", "AsStridedBackward0",
-    "GatherBackward0", "ScatterAddBackward0",
+    "GatherBackward0", "ScatterAddBackward0", "IndexAddBackward0",
     # products of several operands and decompositions: test_op_table.py and test_linalg.py
     "MmBackward0", "AddmmBackward0", "BmmBackward0", "MvBackward0", "DotBackward0",
-    "EinsumBackward0", "LinalgInvBackward0", "LinalgDetBackward0", "LinalgSlogdetBackward0",
+    "EinsumBackward0", "LinalgCrossBackward0", "LinalgInvBackward0", "LinalgDetBackward0",
+    "LinalgSlogdetBackward0",
     "LinalgSolveBackward0", "LinalgSolveTriangularBackward0", "LinalgCholeskyBackward0",
     "LinalgEighBackward0", "LinalgSvdBackward0", "LinalgQrBackward0",
 }  # fmt: skip
@@ -225,6 +246,15 @@ def _negative_integers(x):
 # polygamma(2, ±inf) is NaN and -inf.
 TORCH_FIXES = {
     ("polygamma1", "value"): lambda v, x, g: np.where(_negative_integers(x), np.inf, v),
+    # i0 and i1 are ±inf at ±inf (torch: NaN); erfcx' tends to 0 at +inf (torch: 2·inf·0 = NaN)
+    ("i0", "value"): lambda v, x, g: np.where(np.isinf(x), np.inf, v),
+    ("i1", "value"): lambda v, x, g: np.where(np.isinf(x), x, v),
+    ("erfcx", 0): lambda v, x, g: np.where(x == np.inf, 0.0, v),
+    ("i0", 0): lambda v, x, g: np.where(np.isinf(x), g * x, v),
+    ("log_ndtr", 0): lambda v, x, g: np.where(x == -np.inf, g * np.inf, v),  # tends to -x
+    # logit' is +inf at 0 (times g's sign): torch's scalar loop says so, its vectorized loop
+    # gives 1/-0 = -inf at -0 (so torch's answer there depends on the tensor's length)
+    ("logit", 0): lambda v, x, g: np.where(x == 0, g * np.inf, v),
     ("digamma", 0): lambda v, x, g: np.where(_negative_integers(x), g * np.inf, v),
     ("polygamma1", 0): lambda v, x, g: np.where(np.isinf(x), np.where(x > 0, 0.0, np.nan), v),
 }

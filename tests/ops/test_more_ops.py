@@ -329,3 +329,24 @@ def test_indexed_write_errors():
         td.index_add(td.zeros(3, 2), 0, td.tensor([0, 1]), td.ones(3, 2))
     with pytest.raises(DTypeError, match="mask must be boolean"):
         td.masked_select(td.zeros(2), td.tensor([1, 0]))
+
+
+def test_zero_dim_integer_tensor_index_selects_a_view_like_torch():
+    torch = pytest.importorskip("torch")
+    for m in (td, torch):
+        base = m.zeros(3, 2)
+        row = base[m.tensor(1)]
+        row[0] = 5.0  # a view: the write reaches the base
+        assert base[1, 0].item() == 5.0
+        x = m.zeros(3, 2, requires_grad=True)
+        assert type(x[m.tensor(-1)].grad_fn).__name__ == "SelectBackward0"
+    with pytest.raises(IndexError):
+        td.zeros(3)[td.tensor(3)]
+
+
+def test_index_add_refuses_indices_out_of_range_like_torch():
+    torch = pytest.importorskip("torch")
+    for m in (td, torch):
+        for bad in ([-1], [3]):
+            with pytest.raises(IndexError, match="index out of range"):
+                m.zeros(3).index_add(0, m.tensor(bad), m.ones(1))

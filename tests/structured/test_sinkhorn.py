@@ -323,6 +323,11 @@ def test_numpy_input_returns_the_balanced_array():
             ShapeError,
             r"batch shape of a \(3,\)",
         ),
+        (  # a batch of marginals does not enlarge X's: R has X's shape
+            lambda: sinkhorn_forward(np.ones((2, 2)), np.ones((3, 2)), np.ones((3, 2))),
+            ShapeError,
+            r"batch shape of a \(3,\) does not broadcast to the batch shape of X \(\)",
+        ),
         (lambda: sinkhorn_forward(np.ones((2, 2)), iters=0), InputError, "iters must be"),
         (lambda: sinkhorn_forward(np.ones((2, 2)), tol=-1.0), InputError, "tol must be"),
         (lambda: sinkhorn_forward(np.ones((2, 2)), log_domain="x"), InputError, "log_domain"),

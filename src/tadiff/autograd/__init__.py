@@ -13,7 +13,14 @@ from tadiff.autograd import functional
 from tadiff.autograd.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from tadiff.autograd.engine import backward, grad
 from tadiff.autograd.function import BackwardCFunction, Function, once_differentiable
-from tadiff.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from tadiff.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from tadiff.autograd.gradcheck import gradcheck, gradgradcheck
 from tadiff.autograd.graph import AccumulateGrad, Node
 from tadiff.autograd.tensor import Tensor
@@ -31,8 +38,10 @@ __all__ = [
     "grad",
     "gradcheck",
     "gradgradcheck",
+    "inference_mode",
     "is_anomaly_enabled",
     "is_grad_enabled",
+    "is_inference_mode_enabled",
     "no_grad",
     "once_differentiable",
     "set_detect_anomaly",

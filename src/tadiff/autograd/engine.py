@@ -100,7 +100,11 @@ def _root_edges(outputs: tuple[Tensor, ...]) -> list[tuple[Node, int]]:
     return edges
 
 
-def _count_dependencies(roots: list[tuple[Node, int]]) -> dict[Node, int]:
+def _count_dependencies(
+    roots: list[tuple[Node, int]], leaves: set[Node] | None = None
+) -> dict[Node, int]:
+    """Incoming edges per node reachable from ``roots``; the leaves' ``AccumulateGrad`` nodes
+    met on the way are added to ``leaves`` when it is given."""
     deps: dict[Node, int] = {}
     stack = []
     for node, _ in roots:
@@ -108,7 +112,11 @@ def _count_dependencies(roots: list[tuple[Node, int]]) -> dict[Node, int]:
             deps[node] = 0
             stack.append(node)
     while stack:
-        for nxt, _ in stack.pop().next_functions:
+        node = stack.pop()
+        edges = node.next_functions
+        if not edges and leaves is not None and type(node) is AccumulateGrad:
+            leaves.add(node)
+        for nxt, _ in edges:
             if nxt is not None:
                 count = deps.get(nxt)
                 if count is None:
@@ -167,14 +175,23 @@ def _execute(
     ``AccumulateGrad``; with ``targets=None`` every reachable node runs.
     """
     sync_threads()  # use the cores other processes leave idle (tadiff.parallel)
-    deps = _count_dependencies(roots)
+    leaves: set[Node] | None = set() if targets is not None else None
+    deps = _count_dependencies(roots, leaves)
     needed = None
     target_nodes: dict[Node, list[int]] = {}
     captured: dict[tuple[Node, int], Any] = {}
+    every_leaf = False
     if targets is not None:
         for node, nr in targets:
             target_nodes.setdefault(node, []).append(nr)
-        needed = _needed_nodes(roots, deps, set(target_nodes))
+        # Targets that are exactly the leaves of the graph (grad(loss, params), the usual
+        # case): every node leads to one of them, so nothing is pruned and the plain pass runs,
+        # capturing at the leaves instead of accumulating.
+        every_leaf = leaves == target_nodes.keys() and all(
+            type(n) is AccumulateGrad for n in target_nodes
+        )
+        if not every_leaf:
+            needed = _needed_nodes(roots, deps, set(target_nodes))
 
     buffers: dict[Node, Any] = {}
     for (node, nr), g in zip(roots, seeds, strict=True):
@@ -188,8 +205,10 @@ def _execute(
         # NumPy's floating-point warnings about them would only be noise. One errstate for the
         # whole pass: one per formula would cost as much as a small formula itself.
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            if targets is None:
+            if targets is None or (every_leaf and run_targets):
                 _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly)
+            elif every_leaf:
+                _run_all(ready, buffers, deps, keep_graph, create_graph, anomaly, captured)
             else:
                 _run_targeted(
                     ready, buffers, deps, keep_graph, create_graph, anomaly,
@@ -256,8 +275,13 @@ def _run_all(
     keep_graph: bool,
     create_graph: bool,
     anomaly: bool,
+    captured: dict[tuple[Node, int], Any] | None = None,
 ) -> None:
-    """The plain pass (every reachable node runs): the engine's hot loop, kept minimal."""
+    """The plain pass (every reachable node runs): the engine's hot loop, kept minimal.
+
+    With ``captured`` (``grad()`` whose inputs are all the graph's leaves) the gradient
+    reaching each leaf is stored there instead of being accumulated into ``.grad``.
+    """
     pop, push = ready.pop, ready.append
     take, get = buffers.pop, buffers.get
     while ready:
@@ -268,6 +292,11 @@ def _run_all(
             outs = _nones(edges)
         else:
             extra = node._extra
+            if captured is not None and type(node) is AccumulateGrad:
+                if extra is not None:
+                    grads = run_pre_hooks(node, grads, create_graph)
+                captured[(node, 0)] = grads
+                continue
             if type(node) is AccumulateGrad and extra is None and not create_graph:
                 # the leaf may keep the array itself when nothing else refers to it (only this
                 # frame's ``grads``): torch's AccumulateGrad steals such a gradient the same way

@@ -1,8 +1,10 @@
 """Tensor factories: ``tensor zeros ones full arange linspace eye``, the random ``rand randn
 randint randperm normal bernoulli multinomial``, and ``*_like``.
 
-Floating results default to float32, as in torch; arrays passed to ``tensor`` keep their dtype
-(float64 stays float64). ``manual_seed`` seeds the one generator behind every random factory.
+Floating results default to float32, as in torch (``set_default_dtype`` changes that); arrays
+passed to ``tensor`` keep their dtype (float64 stays float64). ``manual_seed`` seeds the one
+generator behind every random factory. Every factory takes torch's ``device=``: ``None`` or
+``"cpu"`` (tadiff's one device; any other raises :class:`~tadiff.errors.DeviceError`).
 
 Example:
     >>> import tadiff as td
@@ -16,12 +18,47 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._device import check_device
 from tadiff.autograd.tensor import Tensor
-from tadiff.errors import DataError, DTypeError, InputError
+from tadiff.errors import DataError, DTypeError, InputError, SharingError, type_name
 
 _rng = np.random.default_rng()
 """The default generator's NumPy generator (``tadiff.random.default_generator``); read at each
 draw, since seeding or setting the state replaces it."""
+
+_default_dtype = [np.dtype(np.float32)]  # a one-element list: read on hot paths without a call
+
+
+def get_default_dtype() -> np.dtype:
+    """The dtype of floating tensors made from Python floats or without a ``dtype=``.
+
+    Example:
+        >>> get_default_dtype()
+        dtype('float32')
+    """
+    return _default_dtype[0]
+
+
+def set_default_dtype(dtype: Any) -> None:
+    """Make ``dtype`` (float16, float32 or float64) the default floating dtype, as torch's.
+
+    Factories, ``tensor`` of Python floats, arithmetic of integer tensors with Python floats
+    and the parameters of ``nn`` layers use it from then on.
+
+    Raises:
+        DTypeError: for a dtype that is not floating point (a TypeError, as in torch).
+
+    Example:
+        >>> set_default_dtype("float64"); tensor([1.5]).dtype
+        dtype('float64')
+        >>> set_default_dtype("float32")
+    """
+    resolved = _dtype(dtype)
+    if resolved.kind != "f":
+        raise DTypeError(
+            f"only floating-point types are supported as the default type, got {resolved}"
+        )
+    _default_dtype[0] = resolved
 
 
 def manual_seed(seed: int) -> Any:
@@ -47,11 +84,20 @@ def numpy_generator(generator: Any, who: str) -> np.random.Generator:
     )
 
 
-def _dtype(dtype: Any, default: Any = np.float32) -> np.dtype:
+def _dtype(dtype: Any, default: Any = None) -> np.dtype:
+    if dtype is None:
+        dtype = _default_dtype[0] if default is None else default
     try:
-        return np.dtype(default if dtype is None else dtype)
+        return np.dtype(dtype)
     except TypeError:
         raise DTypeError(f"unknown dtype {dtype!r}") from None
+
+
+def factory_dtype(dtype: Any, device: Any, who: str) -> np.dtype:
+    """The dtype a layer or factory with ``dtype=``/``device=`` arguments makes: ``dtype``, or
+    the default dtype for None; the device must be the CPU."""
+    check_device(device, who)
+    return _dtype(dtype)
 
 
 def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
@@ -66,13 +112,14 @@ def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     return shape
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A new leaf Tensor holding a copy of ``data``.
 
     Args:
         data: a number, nested lists, a NumPy array or a Tensor.
-        dtype: NumPy dtype; default: the array's own dtype, float32 for Python floats, int64 for
-            Python ints.
+        dtype: NumPy dtype; default: the array's own dtype, the default dtype (float32) for
+            Python floats, int64 for Python ints.
+        device: ``None`` or ``"cpu"``.
         requires_grad: whether gradients should be accumulated into ``.grad``.
 
     Raises:
@@ -87,6 +134,7 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         ...
         tadiff.errors.DataError: tensor(): expected a sequence of length 2 at dim 1 ... length 1
     """
+    check_device(device, "tensor")
     if isinstance(data, Tensor):
         data = data.data
     if isinstance(data, (np.ndarray, np.generic)):
@@ -96,8 +144,76 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         if dtype is not None:
             arr = arr.astype(_dtype(dtype), copy=False)
         elif arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
+            arr = arr.astype(_default_dtype[0])
     return Tensor(arr, requires_grad=requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A Tensor sharing ``array``'s memory and dtype (writes to either show in both).
+
+    Raises:
+        DTypeError: ``array`` is not a NumPy array (a TypeError, as in torch).
+
+    Example:
+        >>> a = np.zeros(2); t = from_numpy(a); a[0] = 5.0; t
+        tensor([5., 0.], dtype=float64)
+    """
+    if not isinstance(array, np.ndarray):
+        raise DTypeError(f"from_numpy: expected np.ndarray (got {type_name(array)})")
+    return Tensor(_numeric(array))
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a Tensor, sharing memory where it can (torch's ``as_tensor``).
+
+    A Tensor of the asked dtype is returned itself; a NumPy array of the asked dtype is wrapped
+    without a copy; objects with ``__dlpack__`` (a CPU torch tensor, a JAX array) are shared
+    through DLPack; anything else is copied as by :func:`tensor`. A Tensor converted to another
+    dtype stays in the graph (like ``Tensor.to``).
+
+    Example:
+        >>> a = np.ones(2, dtype=np.float32); as_tensor(a).data is a
+        True
+    """
+    check_device(device, "as_tensor")
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(_dtype(dtype))
+    if not isinstance(data, (np.ndarray, np.generic)) and hasattr(data, "__dlpack__"):
+        data = from_dlpack(data).data
+    if isinstance(data, np.ndarray) and (dtype is None or _dtype(dtype) == data.dtype):
+        return Tensor(_numeric(data))
+    return tensor(data, dtype=dtype)
+
+
+def from_dlpack(external: Any) -> Tensor:
+    """A Tensor sharing the memory of ``external``, an object with ``__dlpack__`` on the CPU
+    (a torch tensor, a JAX or CuPy array, a NumPy array).
+
+    Raises:
+        DTypeError: ``external`` has no ``__dlpack__``.
+        DeviceError: its memory is on a GPU (move it to the CPU first, e.g. ``t.cpu()``).
+        SharingError: it refuses to share (a torch tensor that requires grad: detach it).
+
+    Example:
+        >>> from_dlpack(np.arange(3.0))
+        tensor([0., 1., 2.], dtype=float64)
+    """
+    if isinstance(external, Tensor):
+        return external
+    if not hasattr(external, "__dlpack__"):
+        raise DTypeError(
+            f"from_dlpack: expected an object with __dlpack__, got {type_name(external)}"
+        )
+    device_type = external.__dlpack_device__()[0] if hasattr(external, "__dlpack_device__") else 1
+    if int(device_type) != 1:  # kDLCPU
+        check_device("cuda", f"from_dlpack of a {type_name(external)} on a GPU")
+    try:
+        return Tensor(np.from_dlpack(external))
+    except BufferError as error:
+        raise SharingError(
+            f"from_dlpack: a {type_name(external)} could not be shared ({error}); a torch "
+            "tensor that requires grad must be detached first (t.detach())"
+        ) from None
 
 
 _NUMERIC_KINDS = "biufc"
@@ -165,68 +281,98 @@ def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
     return Tensor(arr, requires_grad=requires_grad)
 
 
-def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros of shape ``size`` (ints or one tuple)."""
+    check_device(device, "zeros")
     return _new(np.zeros(_size(size), _dtype(dtype)), requires_grad)
 
 
-def ones(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones of shape ``size``."""
+    check_device(device, "ones")
     return _new(np.ones(_size(size), _dtype(dtype)), requires_grad)
 
 
-def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full(
+    size: Any, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
     """A tensor of shape ``size`` filled with ``fill_value`` (dtype inferred like ``tensor``)."""
+    check_device(device, "full")
     if dtype is None:
         dtype = tensor(fill_value).dtype
     return _new(np.full(_size((size,)), fill_value, _dtype(dtype)), requires_grad)
 
 
-def empty(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """An uninitialized tensor (zeros here: NumPy's ``empty`` would expose stale memory)."""
-    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def arange(
-    start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requires_grad: bool = False
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
     """Values ``start, start+step, ...`` below ``end`` (``arange(n)``: ``0..n-1``); int64 for
-    integer arguments, float32 otherwise."""
+    integer arguments, the default dtype (float32) otherwise."""
+    check_device(device, "arange")
     if end is None:
         start, end = 0, start
     if step == 0:
         raise InputError("arange: step must be nonzero")
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-    arr = np.arange(start, end, step, dtype=_dtype(dtype, np.int64 if is_int else np.float32))
+    arr = np.arange(start, end, step, dtype=_dtype(dtype, np.int64 if is_int else None))
     return _new(arr, requires_grad)
 
 
 def linspace(
-    start: float, end: float, steps: int, dtype: Any = None, requires_grad: bool = False
+    start: float,
+    end: float,
+    steps: int,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    check_device(device, "linspace")
     if steps < 0:
         raise InputError(f"linspace: number of steps must be non-negative, got {steps}")
     return _new(np.linspace(start, end, steps, dtype=_dtype(dtype)), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def eye(
+    n: int, m: int | None = None, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
     """The ``n x m`` identity (``m`` defaults to ``n``)."""
+    check_device(device, "eye")
     return _new(np.eye(n, m, dtype=_dtype(dtype)), requires_grad)
 
 
 def rand(
-    *size: Any, generator: Any = None, dtype: Any = None, requires_grad: bool = False
+    *size: Any,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
     """Uniform samples in [0, 1) (seed with ``manual_seed``, or pass a ``generator``)."""
+    check_device(device, "rand")
     rng = numpy_generator(generator, "rand")
     return _new(rng.random(_size(size)).astype(_dtype(dtype)), requires_grad)
 
 
 def randn(
-    *size: Any, generator: Any = None, dtype: Any = None, requires_grad: bool = False
+    *size: Any,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
     """Standard normal samples (seed with ``manual_seed``, or pass a ``generator``)."""
+    check_device(device, "randn")
     rng = numpy_generator(generator, "randn")
     return _new(rng.standard_normal(_size(size)).astype(_dtype(dtype)), requires_grad)
 
@@ -238,10 +384,12 @@ def randint(
     *,
     generator: Any = None,
     dtype: Any = None,
+    device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """Uniform integers in ``[low, high)``; ``randint(high, size)`` starts at 0 (torch's
     overloads). int64 unless ``dtype`` says otherwise."""
+    check_device(device, "randint")
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise InputError("randint: a size tuple is required, e.g. randint(0, 10, (3,))")
@@ -256,9 +404,15 @@ def randint(
 
 
 def randperm(
-    n: int, *, generator: Any = None, dtype: Any = None, requires_grad: bool = False
+    n: int,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
     """A random permutation of ``0 .. n-1`` (int64)."""
+    check_device(device, "randperm")
     if int(n) < 0:
         raise InputError(f"randperm: n must be non-negative, got {n}")
     rng = numpy_generator(generator, "randperm")
@@ -266,24 +420,31 @@ def randperm(
 
 
 def normal(
-    mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Any = None, dtype: Any = None
+    mean: Any = 0.0,
+    std: Any = 1.0,
+    size: Any = None,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
 ) -> Tensor:
     """Normal samples with the given ``mean`` and ``std`` (numbers or arrays that broadcast;
     ``size`` when both are numbers). Not differentiable in ``mean``/``std``."""
+    check_device(device, "normal")
     m = np.asarray(mean.data if isinstance(mean, Tensor) else mean, dtype=np.float64)
     s = np.asarray(std.data if isinstance(std, Tensor) else std, dtype=np.float64)
     if (s < 0).any():
         raise InputError("normal: std must be non-negative")
     shape = np.broadcast_shapes(m.shape, s.shape) if size is None else _size(_tuple(size))
     like = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
-    dt = _dtype(dtype, like.dtype if like is not None else np.float32)
+    dt = _dtype(dtype, like.dtype if like is not None else None)
     rng = numpy_generator(generator, "normal")
     return _new((m + s * rng.standard_normal(shape)).astype(dt), False)
 
 
 def bernoulli(p: Any, *, generator: Any = None) -> Tensor:
     """0/1 samples with probabilities ``p`` (a Tensor or array in [0, 1]), in ``p``'s dtype."""
-    probs = p.data if isinstance(p, Tensor) else np.asarray(p, dtype=np.float32)
+    probs = p.data if isinstance(p, Tensor) else np.asarray(p, dtype=_default_dtype[0])
     if probs.size and (probs.min() < 0 or probs.max() > 1):
         raise InputError("bernoulli: probabilities must be in [0, 1]")
     rng = numpy_generator(generator, "bernoulli")
@@ -324,31 +485,81 @@ def _like(t: Any, dtype: Any) -> tuple[tuple[int, ...], Any]:
     return shape, dt
 
 
-def zeros_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros_like(
+    t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
     """Zeros with ``t``'s shape and dtype."""
     shape, dt = _like(t, dtype)
-    return zeros(shape, dtype=dt, requires_grad=requires_grad)
+    return zeros(shape, dtype=dt, device=device, requires_grad=requires_grad)
 
 
-def ones_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones_like(t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Ones with ``t``'s shape and dtype."""
     shape, dt = _like(t, dtype)
-    return ones(shape, dtype=dt, requires_grad=requires_grad)
+    return ones(shape, dtype=dt, device=device, requires_grad=requires_grad)
 
 
-def full_like(t: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full_like(
+    t: Any, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
     """``fill_value`` everywhere, with ``t``'s shape and dtype."""
     shape, dt = _like(t, dtype)
-    return full(shape, fill_value, dtype=dt, requires_grad=requires_grad)
+    return full(shape, fill_value, dtype=dt, device=device, requires_grad=requires_grad)
 
 
-def rand_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def rand_like(t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform samples with ``t``'s shape and dtype."""
     shape, dt = _like(t, dtype)
-    return rand(shape, dtype=dt, requires_grad=requires_grad)
+    return rand(shape, dtype=dt, device=device, requires_grad=requires_grad)
 
 
-def randn_like(t: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def randn_like(
+    t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
     """Normal samples with ``t``'s shape and dtype."""
     shape, dt = _like(t, dtype)
-    return randn(shape, dtype=dt, requires_grad=requires_grad)
+    return randn(shape, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def empty_like(
+    t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """An uninitialized tensor with ``t``'s shape and dtype (zeros, as ``empty``)."""
+    shape, dt = _like(t, dtype)
+    return zeros(shape, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def _triangle_indices(row: int, col: int, offset: int, dtype: Any, device: Any, who: str,
+                      lower: bool) -> Tensor:  # fmt: skip
+    check_device(device, who)
+    if row < 0 or col < 0:
+        raise InputError(f"{who}: row and col must be non-negative, got {row} and {col}")
+    rows, cols = (np.tril_indices if lower else np.triu_indices)(row, offset, col)
+    return Tensor(np.stack([rows, cols]).astype(_dtype(dtype, np.int64)))
+
+
+def tril_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """The indices ``(2, N)`` of the lower triangle of a ``row x col`` matrix, row by row;
+    ``offset`` moves the diagonal up (> 0) or down (< 0).
+
+    Example:
+        >>> tril_indices(3, 3, -1)
+        tensor([[1, 2, 2],
+                [0, 0, 1]])
+    """
+    return _triangle_indices(row, col, offset, dtype, device, "tril_indices", True)
+
+
+def triu_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """The indices ``(2, N)`` of the upper triangle of a ``row x col`` matrix, row by row.
+
+    Example:
+        >>> triu_indices(2, 3)
+        tensor([[0, 0, 0, 1, 1],
+                [0, 1, 2, 1, 2]])
+    """
+    return _triangle_indices(row, col, offset, dtype, device, "triu_indices", False)

@@ -57,6 +57,7 @@ class BackwardCFunction(MultiOutputNode):
 
     __slots__ = (
         "__dict__",
+        "_dirty",
         "_in_meta",
         "_materialize",
         "_non_diff",
@@ -82,6 +83,12 @@ class BackwardCFunction(MultiOutputNode):
         if self._to_save:  # still inside forward, or a forward that was not recorded
             return tuple(self._to_save)
         return tuple(self._unpack(_state.enabled, as_tensors=True))
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        """Declare inputs that ``forward`` modified in place (and returns): they become outputs
+        of this node, keeping their identity, and their version counters move on, so that
+        nodes that saved their old values refuse to run (as in torch)."""
+        self._dirty = tensors
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
         """Declare outputs (e.g. integer indices) that never carry a gradient."""
@@ -169,6 +176,7 @@ class Function:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls._separate_context = cls.setup_context is not Function.setup_context
         cls._backward_cls = type(
             f"{cls.__name__}Backward",
             (BackwardCFunction,),
@@ -177,8 +185,18 @@ class Function:
 
     @staticmethod
     def forward(ctx: BackwardCFunction, *args: Any, **kwargs: Any) -> Any:
-        """Compute the outputs from the inputs (Tensors arrive as Tensors; runs under no_grad)."""
+        """Compute the outputs from the inputs (Tensors arrive as Tensors; runs under no_grad).
+
+        Two styles, as in torch: ``forward(ctx, *args)``, or ``forward(*args)`` without ``ctx``
+        together with :meth:`setup_context` (the style ``torch.func`` needs).
+        """
         raise NotImplementedError("subclasses of Function must implement forward")
+
+    @staticmethod
+    def setup_context(ctx: BackwardCFunction, inputs: tuple[Any, ...], output: Any) -> Any:
+        """Save what ``backward`` needs: called after ``forward(*inputs)`` (which then takes no
+        ``ctx``) with its inputs and output. Defined by subclasses that use that style."""
+        raise NotImplementedError("setup_context is defined by subclasses that use it")
 
     @staticmethod
     def backward(ctx: BackwardCFunction, *grads: Tensor) -> Any:
@@ -201,29 +219,68 @@ class Function:
         ctx._to_save = ()
         ctx._non_diff = set()
         ctx._materialize = True
+        ctx._dirty = ()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
         recording = _state.enabled and any(ctx.needs_input_grad)
         previous = _state.enabled
         _state.enabled = False
         try:
-            raw = cls.forward(ctx, *args)
+            if cls._separate_context:
+                raw = cls.forward(*args)
+                cls.setup_context(ctx, args, raw)
+            else:
+                raw = cls.forward(ctx, *args)
         finally:
             _state.enabled = previous
         is_tuple = isinstance(raw, tuple)
-        outs = [_wrap_output(o, args) for o in (raw if is_tuple else (raw,))]
+        dirty = ctx._dirty
+        outs = [_wrap_output(o, args, dirty) for o in (raw if is_tuple else (raw,))]
+        if dirty:
+            _check_dirty(ctx, args, outs, recording)
+            for t in dirty:  # modified in place: savers of the old value must refuse to run
+                _bump_version(t)
         if recording:
             _connect(ctx, args, outs)
         return tuple(outs) if is_tuple else outs[0]
 
 
-def _wrap_output(o: Any, args: tuple[Any, ...]) -> Any:
+def _wrap_output(o: Any, args: tuple[Any, ...], dirty: tuple[Tensor, ...]) -> Any:
     if isinstance(o, (np.ndarray, np.generic)):
         return _make(np.asarray(o))
     if isinstance(o, Tensor):
+        if any(o is t for t in dirty):
+            return o  # an input modified in place (mark_dirty): it becomes the output
         if o.grad_fn is not None or o._rg or any(o is a for a in args):
             return _make(o.data)  # never rewire an input's or another graph's tensor
         return o
     return o
+
+
+def _check_dirty(
+    ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any], recording: bool
+) -> None:
+    """torch's rules for ``mark_dirty``: a dirty tensor is an input returned as an output, and
+    a leaf that requires grad cannot be modified in place while recording."""
+    for t in ctx._dirty:
+        if not any(t is a for a in args):
+            raise AutogradError(f"{ctx.name()}: mark_dirty was given a tensor that is no input")
+        if not any(t is o for o in outs):
+            raise AutogradError(
+                f"{ctx.name()}: a tensor marked dirty (modified in place) must be returned as an "
+                "output of forward"
+            )
+        if recording and t.grad_fn is None and t._rg:
+            raise AutogradError(
+                "a leaf Variable that requires grad is being used in an in-place operation "
+                f"({ctx.name()} marked it dirty)"
+            )
+
+
+def _bump_version(t: Tensor) -> None:
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    vc[0] += 1
 
 
 def _connect(ctx: BackwardCFunction, args: tuple[Any, ...], outs: list[Any]) -> None:

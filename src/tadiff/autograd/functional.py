@@ -26,11 +26,21 @@ from tadiff.autograd.grad_mode import enable_grad
 from tadiff.autograd.tensor import Tensor, _make
 
 
-def _prepare(inputs: Any) -> tuple[tuple[Tensor, ...], bool]:
+def _prepare(inputs: Any, create_graph: bool = False) -> tuple[tuple[Tensor, ...], bool]:
+    """The inputs as fresh tensors requiring grad; with ``create_graph``, an input that already
+    requires grad stays connected to its graph (as in torch), so the result can be
+    differentiated with respect to it."""
     is_tuple = isinstance(inputs, (tuple, list))
     items = tuple(inputs) if is_tuple else (inputs,)
-    return tuple(Tensor(t.data if isinstance(t, Tensor) else np.asarray(t)).detach()
-                 .requires_grad_(True) for t in items), is_tuple  # fmt: skip
+    prepared = []
+    for t in items:
+        if create_graph and isinstance(t, Tensor) and t.requires_grad:
+            with enable_grad():
+                prepared.append(t.view_as(t))
+        else:
+            data = t.data if isinstance(t, Tensor) else np.asarray(t)
+            prepared.append(Tensor(data).detach().requires_grad_(True))
+    return tuple(prepared), is_tuple
 
 
 def _zeros_if_none(gs: tuple[Any, ...], xs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
@@ -53,7 +63,7 @@ def vjp(
     Returns:
         The output and the VJP (a tuple when ``inputs`` is).
     """
-    xs, is_tuple = _prepare(inputs)
+    xs, is_tuple = _prepare(inputs, create_graph)
     with enable_grad():
         out = func(*xs)
         gs = grad(out, xs, v, create_graph=create_graph, allow_unused=True)
@@ -130,3 +140,123 @@ def hessian(func: Callable[..., Any], inputs: Any, create_graph: bool = False) -
         return gs if in_tuple else gs[0]
 
     return jacobian(gradient, xs if in_tuple else xs[0], create_graph=create_graph)
+
+
+def vhp(
+    func: Callable[..., Any],
+    inputs: Any,
+    v: Any = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """``(func(inputs), vᵀ H)``: a vector-Hessian product of a scalar ``func``, by two reverse
+    passes (the gradient with ``create_graph``, then its VJP with ``v``).
+
+    Args:
+        func: maps Tensors to a single-element Tensor.
+        inputs: a Tensor or tuple of Tensors.
+        v: shaped like ``inputs`` (may be omitted when the input has one element).
+        create_graph: keep the result differentiable.
+        strict: raise when the output or its gradient does not depend on an input (else zeros).
+
+    Returns:
+        The output and the product (a tuple when ``inputs`` is).
+
+    Example:
+        >>> import tadiff as td
+        >>> x = td.tensor([1.0, 2.0], dtype="float64")
+        >>> vhp(lambda t: (t ** 3).sum(), x, td.ones(2, dtype="float64"))[1]
+        tensor([ 6., 12.], dtype=float64)
+    """
+    xs, is_tuple = _prepare(inputs, create_graph)
+    vs = _vectors(v, xs, "vhp")
+    with enable_grad():
+        out = func(*xs)
+        if not isinstance(out, Tensor) or out.data.size != 1:
+            from tadiff.errors import ShapeError
+
+            raise ShapeError(
+                "The function given to vhp should return a single element Tensor, got "
+                f"{getattr(out, 'shape', type(out).__name__)}"
+            )
+        gs: tuple[Any, ...] = (None,) * len(xs)
+        if out.requires_grad:
+            gs = grad(out, xs, create_graph=True, allow_unused=True)
+        elif strict:
+            from tadiff.errors import AutogradError
+
+            raise AutogradError(
+                "Output 0 of the user-provided function does not require gradients. The outputs "
+                "must be computed in a differentiable manner from the input when running in "
+                "strict mode."
+            )
+        _check_strict(strict, gs, "The output of the user-provided function is independent of "
+                      "input {i}. This is not allowed in strict mode.")  # fmt: skip
+        used = [(g, x, w) for g, x, w in zip(gs, xs, vs, strict=True) if g is not None and g._rg]
+        products: tuple[Any, ...] = (None,) * len(xs)
+        if used:
+            products = grad([g for g, _, _ in used], xs, [w for _, _, w in used],
+                            create_graph=create_graph, allow_unused=True)  # fmt: skip
+        _check_strict(strict, products, "While computing the hessian, found that the jacobian "
+                      "of the user-provided function with respect to input {i} is independent "
+                      "of the input. This is not allowed in strict mode.")  # fmt: skip
+    products = _zeros_if_none(products, xs)
+    out = out if create_graph else out.detach()
+    return out, (products if is_tuple else products[0])
+
+
+def hvp(
+    func: Callable[..., Any],
+    inputs: Any,
+    v: Any = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """``(func(inputs), H v)``: a Hessian-vector product of a scalar ``func``.
+
+    The Hessian of a twice continuously differentiable function is symmetric, so ``H v`` is
+    :func:`vhp`'s ``vᵀ H`` computed the same way (torch uses a double-backward trick that
+    costs one more reverse pass for the same numbers). Arguments as :func:`vhp`.
+
+    Example:
+        >>> import tadiff as td
+        >>> x = td.tensor([1.0, 2.0], dtype="float64")
+        >>> hvp(lambda t: (t[0] * t[1]) ** 2, x, td.tensor([1.0, 0.0], dtype="float64"))[1]
+        tensor([8., 8.], dtype=float64)
+    """
+    return vhp(func, inputs, v, create_graph=create_graph, strict=strict)
+
+
+def _vectors(v: Any, xs: tuple[Tensor, ...], who: str) -> tuple[Tensor, ...]:
+    """``v`` as one Tensor per input, checked against the inputs' shapes."""
+    from tadiff.errors import ShapeError
+
+    if v is None:
+        if len(xs) != 1 or xs[0].data.size != 1:
+            raise ShapeError(
+                f"The vector v can only be None if the input to the user-provided function is "
+                f"a single Tensor with a single element ({who})"
+            )
+        return (_make(np.ones_like(xs[0].data)),)
+    vs = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(vs) != len(xs):
+        raise ShapeError(f"{who}: v has {len(vs)} entries but there are {len(xs)} inputs")
+    out = []
+    for i, (w, x) in enumerate(zip(vs, xs, strict=True)):
+        w = w if isinstance(w, Tensor) else _make(np.asarray(w))
+        if w.shape != x.shape:
+            raise ShapeError(
+                f"{who}: entry {i} of v has shape {w.shape}; expected the input's {x.shape}"
+            )
+        out.append(w)
+    return tuple(out)
+
+
+def _check_strict(strict: bool, gs: tuple[Any, ...], message: str) -> None:
+    if not strict:
+        return
+    for i, g in enumerate(gs):
+        if g is None:
+            from tadiff.errors import AutogradError
+
+            raise AutogradError(message.format(i=i))

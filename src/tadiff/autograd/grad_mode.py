@@ -25,6 +25,7 @@ from typing import Any
 
 class _GradState(threading.local):
     enabled = True  # class attribute: the default each new thread sees
+    inference = False  # inside inference_mode (which also turns recording off)
 
 
 _state = _GradState()
@@ -150,3 +151,56 @@ class set_grad_enabled(_GradModeContext):
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         _state.enabled = self._previous  # used as a decorator: undo the eager switch
         return super().__call__(fn)
+
+
+class inference_mode(_GradModeContext):
+    """torch's ``inference_mode``: no recording inside the block (or decorated function).
+
+    ``inference_mode()`` (or ``mode=True``) turns recording off like :class:`no_grad` and makes
+    :func:`is_inference_mode_enabled` True; ``inference_mode(False)`` is torch's normal mode
+    (recording on, even inside ``no_grad``). Works as ``with inference_mode():``,
+    ``@inference_mode()`` and ``@inference_mode``.
+
+    Unlike torch, results made inside are ordinary tensors: torch marks them as inference
+    tensors and refuses to save them for a later backward pass; tadiff has no such mark (its
+    no-grad results carry no autograd state to protect).
+
+    Example:
+        >>> with inference_mode():
+        ...     assert is_inference_mode_enabled() and not is_grad_enabled()
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        self = super().__new__(cls)
+        if callable(mode):  # @inference_mode without parentheses
+            self.__init__(True)
+            return self(mode)
+        return self
+
+    def __init__(self, mode: Any = True):
+        self._mode = bool(mode)
+
+    def __enter__(self) -> None:
+        self._previous = (_state.enabled, _state.inference)
+        _state.enabled, _state.inference = not self._mode, self._mode
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled, _state.inference = self._previous
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        context = self
+        if inspect.isgeneratorfunction(fn):
+            # each step of the generator runs in the recording mode the block would set
+            return _each_step_in_mode(fn, not self._mode)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(context._mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether an :class:`inference_mode` block is active (per thread)."""
+    return _state.inference

@@ -225,9 +225,17 @@ def accumulate_into(t: Tensor, grad: Any, create_graph: bool, owned: bool = Fals
     being copied.
     """
     meta = t._meta
-    if meta is not None and meta.hooks:
-        grad = _run_tensor_hooks(meta.hooks, grad, create_graph)
-        owned = False
+    if meta is not None and (meta.hooks or meta.post_hooks):
+        if meta.hooks:
+            grad = _run_tensor_hooks(meta.hooks, grad, create_graph)
+        _accumulate(t, grad, create_graph, False)
+        for hook in list(meta.post_hooks or ()):
+            hook(t)
+        return
+    _accumulate(t, grad, create_graph, owned)
+
+
+def _accumulate(t: Tensor, grad: Any, create_graph: bool, owned: bool) -> None:
     if create_graph:
         if type(grad) is not Tensor:
             grad = _make(np.asarray(grad))
@@ -305,6 +313,11 @@ def _versions_of(saved: tuple[Any, ...]) -> tuple[int, ...] | None:
     return None
 
 
+INPUTS: Any = ("the op's inputs",)
+"""Pass as ``saved`` to :func:`record` when the VJP needs exactly the op's inputs: the inputs
+tuple is then saved itself (one tuple allocation less per recorded op)."""
+
+
 def record(
     node_cls: type[Node],
     data: np.ndarray,
@@ -320,7 +333,7 @@ def record(
         data: the op's result.
         inputs: the op's Tensor inputs, in the order of the node's VJP formulas.
         saved: values the VJP needs (input Tensors are version-checked and freed after
-            backward); the result is appended when ``save_result``.
+            backward), or :data:`INPUTS`; the result is appended when ``save_result``.
         args: plain parameters (axes, shapes) passed to the VJP after the saved values.
 
     Returns:
@@ -341,6 +354,8 @@ def record(
             edges.append(_NO_EDGE)
     node.next_functions = tuple(edges)
     out = _make(data, node, 0)
+    if saved is INPUTS:
+        saved = inputs
     if save_result:
         vc = out._vc = [0]
         saved = (*saved, _Result(data, vc, 0))

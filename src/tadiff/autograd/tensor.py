@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.errors import AutogradError, DTypeError, ShapeError
+from tadiff._device import CPU, check_device
+from tadiff.errors import AutogradError, DTypeError, ShapeError, SharingError
 
 _ndarray = np.ndarray
 
@@ -36,11 +37,20 @@ _ndarray = np.ndarray
 class _Meta:
     """Rarely used per-tensor state, created on first use."""
 
-    __slots__ = ("acc", "hooks", "retains_grad", "view_base", "view_no_grad", "views")
+    __slots__ = (
+        "acc",
+        "hooks",
+        "post_hooks",
+        "retains_grad",
+        "view_base",
+        "view_no_grad",
+        "views",
+    )
 
     def __init__(self) -> None:
         self.acc = None  # the leaf's AccumulateGrad node (which refers back weakly)
         self.hooks = None  # leaf gradient hooks: list of callables
+        self.post_hooks = None  # hooks run after .grad was accumulated: list of callables
         self.retains_grad = False
         self.view_base = None  # for a view: the tensor whose memory it reads (never a view)
         self.view_no_grad = False  # a view made without recording from a base requiring grad
@@ -51,7 +61,9 @@ class Tensor:
     """A NumPy array that records operations for reverse-mode differentiation.
 
     Build tensors with :func:`tadiff.tensor` and the other factories; ``Tensor(ndarray)`` wraps an
-    array without copying.
+    array without copying. torch's legacy forms also work: ``Tensor(2, 3)`` is a ``(2, 3)``
+    tensor of the default dtype (zeros; torch leaves it uninitialized) and ``Tensor([1, 2])``
+    a copy of the list in the default dtype.
 
     Attributes:
         data: the underlying ``numpy.ndarray`` (a documented difference from torch, where
@@ -70,9 +82,14 @@ class Tensor:
     __array_ufunc__ = None
     __hash__ = object.__hash__  # __eq__ is element-wise, identity stays the hash like torch
 
-    def __init__(self, data: Any, requires_grad: bool = False):
+    def __init__(self, data: Any = (), *size: int, requires_grad: bool = False):
         if type(data) is not _ndarray:
-            data = np.asarray(data.data if isinstance(data, Tensor) else data)
+            data = _legacy_data(data, size)
+        elif size:
+            raise DTypeError(
+                f"Tensor(): after an array, expected no more positional arguments, got {size!r} "
+                "(pass requires_grad=... by keyword)"
+            )
         self.data = data
         self._rg = False
         self._grad = None
@@ -208,6 +225,34 @@ class Tensor:
 
         return register_tensor_hook(self, hook)
 
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
+        """Call ``hook(tensor)`` after a backward pass has accumulated into this leaf's
+        ``.grad`` (torch 2.1's hook for fusing an optimizer step into backward). Returns a handle
+        with ``remove()``.
+
+        Raises:
+            AutogradError: on a tensor that is not a leaf requiring grad.
+
+        Example:
+            >>> w = Tensor(np.ones(2), requires_grad=True)
+            >>> handle = w.register_post_accumulate_grad_hook(lambda t: print(t.grad))
+            >>> (w * 3).sum().backward()
+            tensor([3., 3.], dtype=float64)
+        """
+        from tadiff.autograd.graph import RemovableHandle
+
+        if not self._rg:
+            raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise AutogradError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        meta = self._get_meta()
+        if meta.post_hooks is None:
+            meta.post_hooks = []
+        meta.post_hooks.append(hook)
+        return RemovableHandle(meta.post_hooks, hook)
+
     def retain_grad(self) -> None:
         """Make a non-leaf tensor keep its gradient in ``.grad`` after backward."""
         from tadiff.autograd.graph import retain_grad
@@ -260,9 +305,33 @@ class Tensor:
         return self.data.ndim
 
     @property
-    def device(self) -> str:
-        """Always ``"cpu"``: tadiff's engine runs on NumPy."""
-        return "cpu"
+    def device(self) -> Any:
+        """Always ``device(type='cpu')``: tadiff's engine runs on NumPy."""
+        return CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        """Always False: tadiff's engine runs on NumPy."""
+        return False
+
+    def cpu(self) -> Tensor:
+        """``self``: every tadiff Tensor is on the CPU."""
+        return self
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor:
+        """Raises :class:`~tadiff.errors.DeviceError`: tadiff's engine has no CUDA device."""
+        check_device("cuda" if device is None else device, "Tensor.cuda")
+        return self
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """Share the memory through DLPack (``torch.from_dlpack(t)``, ``torch.as_tensor(t)``,
+        ``np.from_dlpack(t)``); like torch, refused for a tensor that requires grad."""
+        if self._rg:
+            raise SharingError("Can't export tensors that require gradient, use tensor.detach()")
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.data.__dlpack_device__()
 
     def dim(self) -> int:
         """Number of dimensions (torch's name)."""
@@ -338,6 +407,38 @@ class Tensor:
         elif self._rg:
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body, *extras]) + ")"
+
+
+def _legacy_data(data: Any, size: tuple[Any, ...]) -> np.ndarray:
+    """The array of ``Tensor(data, *size)`` when ``data`` is not an ndarray: torch's legacy
+    constructor for sizes and lists, NumPy's wrapping for the rest."""
+    if isinstance(data, Tensor):
+        if size:
+            raise DTypeError("Tensor(): after a Tensor, expected no more positional arguments")
+        return data.data
+    if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
+        sizes = (data, *size)
+        if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
+            raise DTypeError(f"Tensor(): sizes must be ints, got {sizes!r}")
+        if any(s < 0 for s in sizes):
+            raise ShapeError(f"Tensor(): negative dimension in size {tuple(sizes)}")
+        return np.zeros(tuple(int(s) for s in sizes), _default_dtype())
+    if size:
+        raise DTypeError(
+            f"Tensor(): expected sizes (ints) or one data argument, got {data!r} and {size!r} "
+            "(pass requires_grad=... by keyword)"
+        )
+    if isinstance(data, (list, tuple)):
+        from tadiff.autograd.factories import numeric_array
+
+        return numeric_array(data).astype(_default_dtype())
+    return np.asarray(data)
+
+
+def _default_dtype() -> np.dtype:
+    from tadiff.autograd.factories import get_default_dtype  # the factories import this module
+
+    return get_default_dtype()
 
 
 def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.grad_mode import no_grad
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
@@ -113,9 +114,11 @@ class _BatchNorm(Module):
         momentum: float | None = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "_BatchNorm")
         name = type(self).__name__
         if not isinstance(num_features, int) or num_features < 1:
             raise InputError(f"{name}: num_features={num_features!r}; expected a positive int")

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
@@ -256,9 +257,11 @@ class _ConvNd(Module):
         padding: int | Sequence[int] | str = 0,
         dilation: int | Sequence[int] = 1,
         bias: bool = True,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "_ConvNd")
         name = type(self).__name__
         for label, size in (("in_channels", in_channels), ("out_channels", out_channels)):
             if not isinstance(size, int) or size < 1:

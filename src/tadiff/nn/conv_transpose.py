@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 from tadiff.nn import init
@@ -143,9 +144,11 @@ class _ConvTransposeNd(Module):
         groups: int = 1,
         bias: bool = True,
         dilation: int | Sequence[int] = 1,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "_ConvTransposeNd")
         name = type(self).__name__
         for label, size in (("in_channels", in_channels), ("out_channels", out_channels)):
             if not isinstance(size, int) or size < 1:

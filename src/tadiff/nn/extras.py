@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.grad_mode import no_grad
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
@@ -201,9 +202,11 @@ class _InstanceNorm(Module):
         momentum: float = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "_InstanceNorm")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
@@ -265,8 +268,11 @@ class PReLU(Module):
     """Leaky ReLU with learned slopes (``num_parameters`` 1 or the channel count, ``init``
     0.25)."""
 
-    def __init__(self, num_parameters: int = 1, init: float = 0.25, dtype: Any = np.float32):
+    def __init__(
+        self, num_parameters: int = 1, init: float = 0.25, dtype: Any = None, device: Any = None
+    ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "PReLU")
         self.num_parameters = num_parameters
         self.weight = Parameter(np.full(num_parameters, init, dtype))
 

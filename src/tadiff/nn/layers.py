@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 from tadiff.nn import functional as F
@@ -38,9 +39,11 @@ class Embedding(Module):
         num_embeddings: int,
         embedding_dim: int,
         padding_idx: int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "Embedding")
         if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
             raise InputError(
                 f"Embedding: padding_idx={padding_idx} is out of range for {num_embeddings} rows"
@@ -87,9 +90,11 @@ class LayerNorm(Module):
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "LayerNorm")
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         self.normalized_shape = tuple(shape)
         self.eps = eps

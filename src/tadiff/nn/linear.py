@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError
 from tadiff.nn import functional as F
@@ -43,9 +44,15 @@ class Linear(Module):
     """
 
     def __init__(
-        self, in_features: int, out_features: int, bias: bool = True, dtype: Any = np.float32
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "Linear")
         for name, size in (("in_features", in_features), ("out_features", out_features)):
             if not isinstance(size, int) or size < 0:
                 raise InputError(f"Linear: {name}={size!r}; expected a non-negative int")

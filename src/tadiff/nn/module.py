@@ -24,10 +24,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tadiff._device import check_device
 from tadiff.autograd.graph import RemovableHandle
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import hooks as module_hooks
+from tadiff.ops.shape import to_target
 from tadiff.parallel import sync_threads
 
 # id(tensor) -> weak reference, for every tensor made by Parameter(...). See Parameter for why
@@ -347,15 +349,20 @@ class Module:
         fn(self)
         return self
 
-    def to(self, dtype: Any) -> Module:
-        """Convert every floating parameter and buffer to ``dtype`` in place; returns self.
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Convert every floating parameter and buffer to a dtype in place; returns self.
+
+        Takes torch's forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
+        ``to(tensor)`` and the keywords ``device``/``dtype``; the device must be the CPU.
 
         Example:
             >>> import tadiff as td
-            >>> td.nn.Linear(2, 2).to(np.float64).weight.dtype
+            >>> td.nn.Linear(2, 2).to("cpu", np.float64).weight.dtype
             dtype('float64')
         """
-        dtype = np.dtype(dtype)
+        dtype = to_target(args, kwargs, "Module.to")
+        if dtype is None:
+            return self
         if dtype.kind != "f":
             raise DTypeError(f"Module.to: expected a floating dtype, got {dtype}")
         for tensor in [*self.parameters(), *self.buffers()]:
@@ -372,6 +379,19 @@ class Module:
     def float(self) -> Module:
         """Convert floating parameters and buffers to float32; returns self."""
         return self.to(np.float32)
+
+    def half(self) -> Module:
+        """Convert floating parameters and buffers to float16; returns self."""
+        return self.to(np.float16)
+
+    def cpu(self) -> Module:
+        """``self``: a tadiff module lives on the CPU."""
+        return self
+
+    def cuda(self, device: Any = None) -> Module:
+        """Raises :class:`~tadiff.errors.DeviceError`: tadiff's engine has no CUDA device."""
+        check_device("cuda" if device is None else device, "Module.cuda")
+        return self
 
     # -- calling -------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:

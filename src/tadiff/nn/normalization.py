@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 import tadiff as td
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
@@ -173,9 +174,11 @@ class GroupNorm(Module):
         num_channels: int,
         eps: float = 1e-5,
         affine: bool = True,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "GroupNorm")
         if not (isinstance(num_groups, int) and num_groups > 0) or num_channels % num_groups:
             raise InputError(
                 f"GroupNorm: num_groups={num_groups!r} does not divide num_channels="

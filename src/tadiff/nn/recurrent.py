@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 import tadiff as td
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.function import Function
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
@@ -163,10 +164,12 @@ class _RNNBase(Module):
         dropout: float = 0.0,
         bidirectional: bool = False,
         proj_size: int = 0,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
         where = type(self).__name__
+        dtype = factory_dtype(dtype, device, where)
         self.mode = mode
         self.input_size = _check_size(input_size, "input_size", where)
         self.hidden_size = _check_size(hidden_size, "hidden_size", where)
@@ -367,14 +370,15 @@ class RNN(_RNNBase):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         if nonlinearity not in ("tanh", "relu"):
             raise InputError(f"RNN: nonlinearity={nonlinearity!r}; expected 'tanh' or 'relu'")
         self.nonlinearity = nonlinearity
         super().__init__(
             "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
-            num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype,
+            num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype, device=device,
         )  # fmt: skip
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Tensor, Tensor]:
@@ -417,11 +421,12 @@ class LSTM(_RNNBase):
         dropout: float = 0.0,
         bidirectional: bool = False,
         proj_size: int = 0,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__(
             "LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-            bidirectional, proj_size, dtype,
+            bidirectional, proj_size, dtype, device,
         )  # fmt: skip
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
@@ -455,11 +460,12 @@ class GRU(_RNNBase):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__(
             "GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-            bidirectional, dtype=dtype,
+            bidirectional, dtype=dtype, device=device,
         )  # fmt: skip
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Tensor, Tensor]:
@@ -471,9 +477,12 @@ class _CellBase(Module):
     """One time step of a recurrent layer: parameters ``weight_ih``, ``weight_hh``,
     ``bias_ih``, ``bias_hh`` (torch's names), drawn like the layers'."""
 
-    def __init__(self, mode: str, input_size: int, hidden_size: int, bias: bool, dtype: Any):
+    def __init__(
+        self, mode: str, input_size: int, hidden_size: int, bias: bool, dtype: Any, device: Any
+    ):
         super().__init__()
         where = type(self).__name__
+        dtype = factory_dtype(dtype, device, where)
         self.mode = mode
         self.input_size = _check_size(input_size, "input_size", where)
         self.hidden_size = _check_size(hidden_size, "hidden_size", where)
@@ -552,13 +561,14 @@ class RNNCell(_CellBase):
         hidden_size: int,
         bias: bool = True,
         nonlinearity: str = "tanh",
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         if nonlinearity not in ("tanh", "relu"):
             raise InputError(f"RNNCell: nonlinearity={nonlinearity!r}; expected 'tanh' or 'relu'")
         self.nonlinearity = nonlinearity
         mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(mode, input_size, hidden_size, bias, dtype)
+        super().__init__(mode, input_size, hidden_size, bias, dtype, device)
 
     def forward(self, input: Any, hx: Any = None) -> Tensor:
         return self._cell(input, hx)[0]
@@ -577,9 +587,14 @@ class LSTMCell(_CellBase):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, dtype: Any = np.float32
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        dtype: Any = None,
+        device: Any = None,
     ):
-        super().__init__("LSTM", input_size, hidden_size, bias, dtype)
+        super().__init__("LSTM", input_size, hidden_size, bias, dtype, device)
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Tensor, Tensor]:
         if hx is None:
@@ -599,9 +614,14 @@ class GRUCell(_CellBase):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, dtype: Any = np.float32
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        dtype: Any = None,
+        device: Any = None,
     ):
-        super().__init__("GRU", input_size, hidden_size, bias, dtype)
+        super().__init__("GRU", input_size, hidden_size, bias, dtype, device)
 
     def forward(self, input: Any, hx: Any = None) -> Tensor:
         return self._cell(input, hx)[0]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 import tadiff as td
+from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import functional as F
@@ -99,9 +100,11 @@ class MultiheadAttention(Module):
         kdim: int | None = None,
         vdim: int | None = None,
         batch_first: bool = False,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "MultiheadAttention")
         where = "MultiheadAttention"
         for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -330,9 +333,11 @@ class TransformerEncoderLayer(Module):
         batch_first: bool = False,
         norm_first: bool = False,
         bias: bool = True,
-        dtype: Any = np.float32,
+        dtype: Any = None,
+        device: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(dtype, device, "TransformerEncoderLayer")
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, dtype=dtype
         )

@@ -14,7 +14,7 @@ import numpy as np
 
 from tadiff.autograd.factories import zeros
 from tadiff.autograd.tensor import Tensor
-from tadiff.ops import _dual, decompositions, tensor_methods
+from tadiff.ops import _dual, decompositions, special, tensor_methods
 from tadiff.ops._dual import _reduced_axes, keepdim_shape
 from tadiff.ops.elementwise import (
     abs,
@@ -59,6 +59,7 @@ from tadiff.ops.matrix import (
     bmm,
     cross,
     diag,
+    diag_embed,
     diagonal,
     dot,
     kron,
@@ -252,11 +253,17 @@ _dual.GRAPH.__dict__.update(
     flip=flip,
     exp=exp,
     log=log,
+    log1p=log1p,
     sqrt=sqrt,
     sin=sin,
     cos=cos,
     sinh=sinh,
     polygamma=polygamma,
+    erfcx=special.erfcx,
+    i0=special.i0,
+    i0e=special.i0e,
+    i1=special.i1,
+    i1e=special.i1e,
     cosh=cosh,
     cumsum=cumsum,
     cumprod=cumprod,
@@ -282,6 +289,8 @@ _dual.GRAPH.__dict__.update(
     ),
     einsum=einsum,
     prod_others=_graph_prod_others,
+    cross=cross,
+    take=lambda x, idx, ax: index_select(x, ax, idx),
 )
 tensor_methods.install()
 
@@ -331,6 +340,7 @@ __all__ = [
     "cumprod",
     "cumsum",
     "diag",
+    "diag_embed",
     "diagonal",
     "diff",
     "digamma",

@@ -6,13 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.autograd.factories import numeric_array
+from tadiff.autograd.factories import _default_dtype, numeric_array
 from tadiff.autograd.grad_mode import _state
-from tadiff.autograd.graph import record, record_multi
+from tadiff.autograd.graph import INPUTS, record, record_multi
 from tadiff.autograd.tensor import Tensor, _make
-from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
+from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError, type_name
 
 __all__ = [
+    "INPUTS",
     "Tensor",
     "_make",
     "_state",
@@ -35,20 +36,20 @@ def scalar_array(value: Any, like: np.dtype) -> np.ndarray:
 
     NumPy keeps Python scalars "weak" but not 0-d arrays, so a float64 0-d array would turn a
     float32 computation into float64; torch's rule is to take the tensor's dtype, which this
-    follows (an int tensor meeting a float becomes float32, torch's default float).
+    follows (an int tensor meeting a float takes the default dtype, float32 unless changed).
     """
     if isinstance(value, bool):
         dtype = like if like.kind in "biufc" else np.bool_
     elif isinstance(value, int):
         dtype = like if like.kind in "iufc" else np.int64
     elif isinstance(value, float):
-        dtype = like if like.kind in "fc" else np.float32
+        dtype = like if like.kind in "fc" else _default_dtype[0]
     else:
         dtype = like if like.kind == "c" else np.complex64
     return np.asarray(value, dtype)
 
 
-def as_tensor(value: Any, like: Tensor | None = None, name: str = "argument") -> Tensor:
+def as_tensor(value: Any, like: Tensor | None = None, name: str = "operand") -> Tensor:
     """``value`` as a Tensor: Tensors pass through, arrays are wrapped (no copy), Python scalars
     take the dtype of ``like`` (see :func:`scalar_array`)."""
     if isinstance(value, Tensor):
@@ -60,13 +61,33 @@ def as_tensor(value: Any, like: Tensor | None = None, name: str = "argument") ->
     if isinstance(value, (_SCALARS, complex)):
         if like is not None:
             return _make(scalar_array(value, like.data.dtype))
-        return _make(np.asarray(value, np.float32 if isinstance(value, float) else None))
+        return _make(np.asarray(value, _default_dtype[0] if isinstance(value, float) else None))
     if isinstance(value, (list, tuple)):
         arr = numeric_array(value)
         if arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
+            arr = arr.astype(_default_dtype[0])
         return _make(arr)
-    raise DTypeError(f"{name} must be a Tensor, array or number; got {type(value).__name__}")
+    raise foreign_operand(value, name)
+
+
+def foreign_operand(value: Any, name: str) -> DTypeError:
+    """The error for an operand tadiff cannot take, naming its type in full and how to convert
+    it (a torch tensor: ``tadiff.from_dlpack`` or ``tadiff.torch``'s bridge)."""
+    kind = type_name(value)
+    if hasattr(value, "__dlpack__"):
+        hint = (
+            "; convert it with tadiff.from_dlpack(x) (shares CPU memory) or "
+            "tadiff.tensor(x.detach().cpu().numpy())"
+        )
+        if kind.startswith("torch."):
+            hint += ", or run tadiff's ops on torch tensors through tadiff.torch"
+    elif hasattr(value, "__array__"):
+        hint = "; convert it with tadiff.as_tensor(x)"
+    else:
+        hint = ""
+    return DTypeError(
+        f"{name} must be a tadiff Tensor, a NumPy array or a number; got {kind}{hint}"
+    )
 
 
 def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
@@ -107,6 +128,8 @@ def needs_grad(*tensors: Tensor) -> bool:
 
 def norm_dim(dim: Any, ndim: int, what: str = "dim") -> int:
     """A dimension index in ``range(ndim)``; negative counts from the end."""
+    if type(dim) is int and -ndim <= dim < ndim:  # the common case, without the general checks
+        return dim + ndim if dim < 0 else dim
     try:
         d = int(dim)
     except TypeError:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tadiff.ops._gamma import polygamma_array
+from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
 
 
 def _reduced_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -110,6 +111,40 @@ def sum_leading(a: Any, k: int) -> np.ndarray | None:
     if rows.shape[0] == 0 or rows.shape[1] == 0:
         return None
     return (_ones(rows.shape[0], a.dtype) @ rows).reshape(rest)
+
+
+_BLAS_TRAILING_MAX = 128  # longest trailing block summed by BLAS (measured: 3-10x NumPy's below)
+
+
+def sum_trailing(a: Any, k: int) -> np.ndarray | None:
+    """The sum over the last ``k`` axes of a C-contiguous float array whose trailing block has at
+    most 128 elements, as a BLAS product with ones; None otherwise.
+
+    NumPy reduces each short row with per-row overhead (``(20000, 8).sum(-1)`` costs 30x the
+    additions); the matrix-vector product runs at memory speed. Blocks this short keep the
+    sequential summation's rounding (at most 128 terms) at NumPy's pairwise level.
+    """
+    if k <= 0 or type(a) is not np.ndarray or a.dtype.kind != "f" or not a.flags.c_contiguous:
+        return None
+    block = math.prod(a.shape[a.ndim - k :])
+    if a.size == 0 or not 1 < block <= _BLAS_TRAILING_MAX or a.size == block:
+        return None
+    return (a.reshape(-1, block) @ _ones(block, a.dtype)).reshape(a.shape[: a.ndim - k])
+
+
+def fast_sum(a: np.ndarray, dims: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
+    """``a.sum(axis=dims, keepdims=keepdims)``, by BLAS where the reduced axes lead
+    (:func:`sum_leading`) or are a short trailing block (:func:`sum_trailing`)."""
+    out = None
+    if dims is not None and dims:
+        k = len(dims)
+        if dims == tuple(range(k)):
+            out = sum_leading(a, k)
+        elif dims == tuple(range(a.ndim - k, a.ndim)):
+            out = sum_trailing(a, k)
+    if out is None:
+        return a.sum(axis=dims, keepdims=keepdims)
+    return out.reshape(keepdim_shape(a.shape, dims)) if keepdims else out
 
 
 def broadcast_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -205,6 +240,81 @@ _SAME_WIDTH_INT = {
 }
 
 
+_NEXT, _PREV = np.array([1, 2, 0]), np.array([2, 0, 1])
+
+
+def cross_array(a: Any, b: Any, ax: int) -> np.ndarray:
+    """``a × b`` along axis ``ax`` (size 3) of two broadcasting arrays: component ``i`` is
+    ``a[i+1] b[i+2] - a[i+2] b[i+1]``. Four ``take``s: ``np.cross`` costs more on small arrays
+    than the arithmetic."""
+    a, b = np.asarray(a), np.asarray(b)  # methods: np.take's dispatch costs 4x the take
+    return a.take(_NEXT, ax) * b.take(_PREV, ax) - a.take(_PREV, ax) * b.take(_NEXT, ax)
+
+
+_EINSUM_BLAS_FROM = 4096  # multiply-adds from which the BLAS product beats NumPy's einsum
+
+
+def einsum_array(equation: str, *operands: Any) -> np.ndarray:
+    """``np.einsum`` with an explicit ``->`` output; two-operand contractions run as one batched
+    BLAS matrix product (NumPy's own einsum loops over them in C without BLAS, 2-10x slower on
+    the shapes of batched linear maps).
+
+    Example:
+        >>> a, b = np.ones((4, 2, 3)), np.ones((5, 4, 3))
+        >>> einsum_array("kij,nkj->nki", a, b).shape
+        (5, 4, 2)
+    """
+    if len(operands) == 2:
+        product = _einsum_as_matmul(equation, np.asarray(operands[0]), np.asarray(operands[1]))
+        if product is not None:
+            return product
+    return np.einsum(equation, *operands, optimize=len(operands) > 2)
+
+
+@functools.lru_cache(maxsize=256)
+def _matmul_plan(equation: str) -> tuple[Any, ...] | None:
+    """How ``equation`` (two operands, explicit output) maps onto ``(batch, left, k) @ (batch,
+    k, right)``: the letters of each group and the three permutations; None when it does not
+    (a letter repeated in an operand, or summed inside one operand only)."""
+    lhs, out = equation.split("->")
+    sa, sb = lhs.split(",")
+    if len(set(sa)) != len(sa) or len(set(sb)) != len(sb) or len(set(out)) != len(out):
+        return None
+    batch = "".join(c for c in out if c in sa and c in sb)
+    left = "".join(c for c in out if c in sa and c not in sb)
+    right = "".join(c for c in out if c in sb and c not in sa)
+    inner = "".join(c for c in sa if c in sb and c not in out)
+    if len(batch + left + inner) != len(sa) or len(batch + right + inner) != len(sb):
+        return None
+    order = batch + left + right
+    perm_a = [sa.index(c) for c in batch + left + inner]
+    perm_b = [sb.index(c) for c in batch + inner + right]
+    return sa, sb, (batch, left, inner, right), perm_a, perm_b, [order.index(c) for c in out]
+
+
+def _einsum_as_matmul(equation: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a``, ``b`` contracted as one batched matrix product, or None where the equation is not
+    such a product, sizes broadcast, the product is small or the operands are not float."""
+    if a.size * b.size < _EINSUM_BLAS_FROM or a.dtype.kind != "f" or a.dtype != b.dtype:
+        return None  # at most a.size * b.size multiply-adds: small
+    plan = _matmul_plan(equation)
+    if plan is None or a.size == 0 or b.size == 0:
+        return None
+    sa, sb, groups, perm_a, perm_b, perm_out = plan
+    size = dict(zip(sa, a.shape, strict=True))
+    for c, n in zip(sb, b.shape, strict=True):
+        if size.setdefault(c, n) != n:
+            return None
+    dims = [math.prod(size[c] for c in part) for part in groups]
+    if math.prod(dims) < _EINSUM_BLAS_FROM:
+        return None  # small: the transposes and the matrix product cost more than the loops
+    batch, left, _, right = groups
+    a3 = a.transpose(perm_a).reshape(dims[0], dims[1], dims[2])
+    b3 = b.transpose(perm_b).reshape(dims[0], dims[2], dims[3])
+    product = (a3 @ b3).reshape([size[c] for c in batch + left + right])
+    return np.ascontiguousarray(product.transpose(perm_out))
+
+
 ARRAY = SimpleNamespace(
     data=np.asarray,
     dtype=np.result_type,
@@ -218,6 +328,7 @@ ARRAY = SimpleNamespace(
     flip=np.flip,
     exp=np.exp,
     log=np.log,
+    log1p=np.log1p,
     sqrt=np.sqrt,
     sin=np.sin,
     cos=np.cos,
@@ -227,6 +338,11 @@ ARRAY = SimpleNamespace(
     cumprod=lambda x, dim: np.cumprod(x, axis=dim),
     inv=np.linalg.inv,
     polygamma=lambda n, x: polygamma_array(n, x),
+    erfcx=erfcx_array,
+    i0=i0_array,
+    i0e=i0e_array,
+    i1=i1_array,
+    i1e=i1e_array,
     solve=np.linalg.solve,
     solve_triangular=solve_triangular_array,
     tril=np.tril,
@@ -234,7 +350,7 @@ ARRAY = SimpleNamespace(
     sign=np.sign,
     where=np.where,
     masked=_masked,
-    sum=lambda x, dims, keepdim: x.sum(axis=dims, keepdims=keepdim),
+    sum=lambda x, dims, keepdim: fast_sum(np.asarray(x), dims, keepdim),
     mean=lambda x, dims, keepdim: x.mean(axis=dims, keepdims=keepdim),
     cast=lambda x, dtype: np.asarray(x).astype(dtype, copy=False),
     stack=lambda xs, axis: np.stack(xs, axis),
@@ -242,8 +358,10 @@ ARRAY = SimpleNamespace(
     index_scatter=_index_scatter,
     gather=_gather,
     scatter_add_zeros=_scatter_add_zeros,
-    einsum=lambda eq, *ops: np.einsum(eq, *ops, optimize=len(ops) > 2),
+    einsum=einsum_array,
     prod_others=_prod_others,
+    cross=cross_array,
+    take=lambda x, idx, ax: np.asarray(x).take(idx, ax),
 )
 
 # Filled by ``tadiff.ops`` once the differentiable ops exist (they depend on this module).

@@ -27,7 +27,7 @@ from tadiff.errors import InputError, LinAlgError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops import elementwise as ew
 from tadiff.ops import reductions as red
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, record, record_multi
+from tadiff.ops._common import INPUTS, Tensor, _make, _state, as_tensor, record, record_multi
 from tadiff.ops._dual import solve_triangular_array
 from tadiff.ops.linalg import matmul
 from tadiff.ops.shape import moveaxis, transpose
@@ -116,7 +116,7 @@ def det(a: Any) -> Tensor:
     a = _matrix(a, "det")
     out = np.asarray(np.linalg.det(a.data), a.dtype)
     if _needs(a):
-        return record(d.LinalgDetBackward0, out, (a,), (a,), (), save_result=True)
+        return record(d.LinalgDetBackward0, out, (a,), INPUTS, (), save_result=True)
     return _make(out)
 
 
@@ -128,13 +128,20 @@ def logdet(a: Any) -> Tensor:
 
 
 def solve(a: Any, b: Any, *, left: bool = True) -> Tensor:
-    """``X`` with ``A X = B`` (``X A = B`` when ``left=False``); ``B`` is (..., n, k), or a
-    batch of vectors (..., n) when it has one dim less than ``A``. Batch dims broadcast."""
+    """``X`` with ``A X = B`` (``X A = B`` when ``left=False``); ``B`` is (..., n, k), or
+    vectors: ``(n,)`` or ``A``'s batch of them (``B.shape == A.shape[:-1]``), torch's rule.
+    Batch dims broadcast: ``B`` of shape ``(n, k)`` is solved against every matrix of a batch.
+
+    Example:
+        >>> import tadiff as td
+        >>> solve(td.eye(3).expand(4, 3, 3), td.ones(3, 2)).shape
+        (4, 3, 2)
+    """
     a = _matrix(a, "solve")
     b = as_tensor(b, a, "solve() B")
     if not left:
         return transpose(solve(transpose(a, -1, -2), transpose(b, -1, -2)), -1, -2)
-    vector = b.ndim == a.ndim - 1 or b.ndim == 1
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     rhs = b.data[..., None] if vector else b.data
     if rhs.shape[-2] != a.shape[-1]:
         raise ShapeError(

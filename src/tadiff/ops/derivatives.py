@@ -32,6 +32,11 @@ from tadiff.ops._dual import ARRAY, GRAPH, keepdim_shape
 VJP = Callable[..., Any]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_HALF_SQRT_PI = 0.5 * math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_INV_SQRT_2PI = 1.0 / _SQRT_2PI
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
 
 class OpNode(Node):
@@ -421,6 +426,130 @@ def _outside(F: Any, g: Any, key: Any) -> Any:
     return _masked(F, keep, g)
 
 
+_ERFCX_SERIES_FROM = 8.0
+_ERFCX_SLOPE_TERMS = tuple((-1) ** n * math.prod(range(1, 2 * n + 2, 2)) / 2**n for n in range(25))
+
+
+def _erfcx_slope(F: Any, x: Any, r: Any) -> Any:
+    """``erfcx'(x) = 2x erfcx(x) - 2/sqrt(pi)``; from ``x = 8`` on, where those two terms cancel
+    to ``-1/(x² sqrt(pi))`` (torch's formula loses half the digits at ``x = 1e4`` and all of
+    them at ``1e8``), the derivative of the asymptotic series instead:
+    ``-(1/sqrt(pi)) Σ (-1)ⁿ (2n+1)!!/2ⁿ x^-(2n+2)`` (25 terms reach float64's resolution)."""
+    direct = 2 * x * r - _TWO_OVER_SQRT_PI
+    far = F.data(x) >= _ERFCX_SERIES_FROM
+    if not np.any(far):
+        return direct
+    inverse_square = 1 / (F.where(far, x, _ERFCX_SERIES_FROM) ** 2)
+    series, power = 0.0, inverse_square
+    for c in _ERFCX_SLOPE_TERMS:
+        series = series + c * power
+        power = power * inverse_square
+    return F.where(far, series * (-1 / math.sqrt(math.pi)), direct)
+
+
+_I1_SLOPE_TAYLOR = tuple(
+    (2 * k + 1) / (2 ** (2 * k + 1) * math.factorial(k) * math.factorial(k + 1)) for k in range(9)
+)
+_SINC_SLOPE_TAYLOR = (-1 / 3, 1 / 30, -1 / 840, 1 / 45360, -1 / 3991680)
+
+
+def _even_polynomial(F: Any, x: Any, coefficients: tuple[float, ...]) -> Any:
+    """``Σ c_k x^(2k)`` by Horner's rule in ``x²`` (differentiable: Python operators only)."""
+    square = x * x
+    total = coefficients[-1]
+    for c in coefficients[-2::-1]:
+        total = total * square + c
+    return total
+
+
+def _i1_slope(F: Any, x: Any, r: Any, scaled: bool) -> Any:
+    """``i1'(x) = i0(x) - i1(x)/x`` (``i1e' = i0e - i1e·(sign x + 1/x)``), torch's formula; for
+    ``|x| < 1/2`` the Taylor series of ``i1'`` instead (9 terms, exact to rounding there), whose
+    own derivative is right — the formula's cancels to noise near 0 (``i1/x² - i1'/x``)."""
+    small = np.abs(F.data(x)) < 0.5
+    safe = F.where(small, 1.0, x)
+    direct = F.i0e(safe) - r * (F.sign(x) + 1 / safe) if scaled else F.i0(safe) - r / safe
+    if not np.any(small):
+        return direct
+    near = F.where(small, x, 0.0)
+    taylor = _even_polynomial(F, near, _I1_SLOPE_TAYLOR)
+    if scaled:  # i1e' = exp(-|x|) i1' - sign(x) i1e
+        taylor = F.exp(-(near * F.sign(near))) * taylor - F.sign(x) * r
+    return F.where(small, taylor, direct)
+
+
+def _sinc_slope(F: Any, x: Any) -> Any:
+    """``(πx cos πx - sin πx) / (π x²)`` (torch's formula); for ``|πx| < 0.1``, where its terms
+    cancel (30% off at ``x = 1e-8``, in torch too), ``π`` times the Taylor series of
+    ``d/du sin(u)/u`` in ``u = πx`` (0 at 0, torch's fill there)."""
+    small = np.abs(F.data(x)) * math.pi < 0.1
+    safe = F.where(small, 1.0, x)
+    pu = safe * math.pi
+    direct = (pu * F.cos(pu) - F.sin(pu)) / (pu * safe)
+    if not np.any(small):
+        return direct
+    u = F.where(small, x, 0.0) * math.pi
+    taylor = u * _even_polynomial(F, u, _SINC_SLOPE_TAYLOR) * math.pi
+    return F.where(small, taylor, direct)
+
+
+def _logit_slope(F: Any, g: Any, x: Any, eps: float | None) -> Any:
+    """``g / (x (1 - x))``; outside ``[eps, 1 - eps]`` 0 (clamped away), or outside ``[0, 1]``
+    NaN and ``g · inf`` at 0 and 1 when there is no ``eps`` — torch's rules. The slope is
+    computed at a safe point where it is replaced, so that its own derivative (under
+    ``create_graph``) is not ``0 · inf``."""
+    xs = F.data(x)
+    if eps is None:
+        replaced = (xs <= 0) | (xs >= 1)
+        fill = np.where((xs == 0) | (xs == 1), np.inf, np.nan)
+    else:
+        replaced = (xs < eps) | (xs > 1 - eps)
+        fill = np.zeros(xs.shape)
+    if not np.any(replaced):
+        return g / (x * (1 - x))
+    safe = F.where(replaced, 0.5, x)
+    return g * F.where(replaced, fill.astype(xs.dtype), 1 / (safe * (1 - safe)))
+
+
+def _xlog_slope(F: Any, g: Any, a: Any, b: Any, log_b: Any, pole: float) -> Any:
+    """torch's ``a`` gradient of ``xlogy``/``xlog1py``: ``xlogy(g, b)`` (``g · log b``, 0 where
+    ``g == 0`` unless ``b`` is NaN), and 0 where ``a == 0`` and ``b`` is at or beyond the
+    logarithm's pole (``b <= 0``; ``xlog1py``: ``b <= -1``)."""
+    bs = F.data(b)
+    zero = ((F.data(g) == 0) & ~np.isnan(bs)) | ((F.data(a) == 0) & (bs <= pole))
+    return F.where(zero, 0.0, g * log_b)
+
+
+def _clamp_masks(F: Any, x: Any, lo: Any, hi: Any) -> tuple[Any, Any, Any]:
+    xs = F.data(x)
+    los = None if lo is None else F.data(lo)
+    his = None if hi is None else F.data(hi)
+    return xs, los, his
+
+
+def _clamp_x(F: Any, g: Any, x: Any, lo: Any, hi: Any) -> Any:
+    xs, los, his = _clamp_masks(F, x, lo, hi)
+    inside = np.ones(np.broadcast_shapes(*(np.shape(v) for v in (xs, los, his) if v is not None)),
+                     bool)  # fmt: skip
+    if los is not None:
+        inside &= xs >= los
+    if his is not None:
+        inside &= xs <= his
+    return F.sum_to(_masked(F, inside, g), x.shape)
+
+
+def _clamp_lo(F: Any, g: Any, x: Any, lo: Any, hi: Any) -> Any:
+    xs, los, his = _clamp_masks(F, x, lo, hi)
+    below = xs < los if his is None else (xs < los) & (los < his)
+    return F.sum_to(_masked(F, np.broadcast_to(below, g.shape), g), lo.shape)
+
+
+def _clamp_hi(F: Any, g: Any, x: Any, lo: Any, hi: Any) -> Any:
+    xs, los, his = _clamp_masks(F, x, lo, hi)
+    above = xs > his if los is None else (xs > his) | (his < los)
+    return F.sum_to(_masked(F, np.broadcast_to(above, g.shape), g), hi.shape)
+
+
 # ---- the table -------------------------------------------------------------------------------
 # Formula arguments: ``g`` the output's gradient, ``x``/``a``/``b`` saved inputs, ``r`` the saved
 # result. Where it is not plain from the names, a comment reads "saved; args": what the forward
@@ -479,6 +608,10 @@ ClampBackward1 = _node(
 )
 ClampMinBackward0 = _node("ClampMinBackward0", *ClampBackward1.vjps)  # clamp_min(x, lo)
 ClampMaxBackward0 = _node("ClampMaxBackward0", *ClampBackward1.vjps)  # clamp_max(x, hi)
+# x, lo, hi (Tensors, or None for a missing bound): torch's clamp.Tensor
+ClampBackward0 = _node("ClampBackward0", _clamp_x, _clamp_lo, _clamp_hi)
+ClampMinBackward1 = _node("ClampMinBackward1", _clamp_x, _clamp_lo, None)
+ClampMaxBackward1 = _node("ClampMaxBackward1", _clamp_x, None, _clamp_hi)
 # x; exponent
 # x; exponent
 PowBackward0 = _node("PowBackward0", _pow_scalar_base)
@@ -549,6 +682,49 @@ WhereBackward0 = _node(
     lambda F, g, c, sa, sb: F.sum_to(_masked(F, c, g), sa),
     lambda F, g, c, sa, sb: F.sum_to(F.where(c, 0, g), sb),
     frees_args=True,
+)
+
+# special functions (torch.special's formulas); "tiny": |x| <= eps, where i1's 1/x is replaced
+# by its limit
+ErfinvBackward0 = _node("ErfinvBackward0", lambda F, g, r: g * (_HALF_SQRT_PI * F.exp(r * r)))
+SpecialErfcxBackward0 = _node("SpecialErfcxBackward0", lambda F, g, x, r: g * _erfcx_slope(F, x, r))
+SpecialNdtrBackward0 = _node(
+    "SpecialNdtrBackward0", lambda F, g, x: g * (F.exp(x * x * -0.5) * _INV_SQRT_2PI)
+)
+SpecialNdtriBackward0 = _node(
+    "SpecialNdtriBackward0", lambda F, g, r: g * (F.exp(r * r * 0.5) * _SQRT_2PI)
+)
+# pdf / cdf as sqrt(2/pi) / erfcx(-x/sqrt 2): torch's exp(-(log_ndtr(x) + x²/2)) cancels to
+# nothing for very negative x (the gradient there is about -x, and correct here)
+SpecialLogNdtrBackward0 = _node(
+    "SpecialLogNdtrBackward0", lambda F, g, x: g * (_SQRT_2_OVER_PI / F.erfcx(x * -_INV_SQRT2))
+)
+I0Backward0 = _node("I0Backward0", lambda F, g, x: g * F.i1(x))
+SpecialI0EBackward0 = _node(
+    "SpecialI0EBackward0", lambda F, g, x, r: g * (F.i1e(x) - F.sign(x) * r)
+)
+SpecialI1Backward0 = _node("SpecialI1Backward0", lambda F, g, x, r: g * _i1_slope(F, x, r, False))
+SpecialI1EBackward0 = _node("SpecialI1EBackward0", lambda F, g, x, r: g * _i1_slope(F, x, r, True))
+SincBackward0 = _node("SincBackward0", lambda F, g, x: g * _sinc_slope(F, x))
+SpecialEntrBackward0 = _node("SpecialEntrBackward0", lambda F, g, x: g * -(1 + F.log(x)))
+# x; eps (None: no clamping)
+LogitBackward0 = _node("LogitBackward0", lambda F, g, x, eps: _logit_slope(F, g, x, eps))
+XlogyBackward0 = _node(
+    "XlogyBackward0",
+    lambda F, g, a, b: F.sum_to(_xlog_slope(F, g, a, b, F.log(b), 0.0), a.shape),
+    lambda F, g, a, b: F.sum_to(g * a / b, b.shape),
+)
+SpecialXlog1PyBackward0 = _node(
+    "SpecialXlog1PyBackward0",
+    lambda F, g, a, b: F.sum_to(_xlog_slope(F, g, a, b, F.log1p(b), -1.0), a.shape),
+    lambda F, g, a, b: F.sum_to(g * a / (b + 1), b.shape),
+)
+
+# a, b; axis
+LinalgCrossBackward0 = _node(
+    "LinalgCrossBackward0",
+    lambda F, g, a, b, ax: F.sum_to(F.cross(b, g, ax), a.shape),
+    lambda F, g, a, b, ax: F.sum_to(F.cross(g, a, ax), b.shape),
 )
 
 # scans ; axis (None: a 0-d input)
@@ -702,6 +878,14 @@ ScatterAddBackward0 = _node(
     "ScatterAddBackward0",
     lambda F, g, dim, idx: g,
     lambda F, g, dim, idx: F.gather(g, dim, idx),
+    frees_args=True,
+)
+
+# ; dim, index, alpha
+IndexAddBackward0 = _node(
+    "IndexAddBackward0",
+    lambda F, g, dim, idx, alpha: g,
+    lambda F, g, dim, idx, alpha: F.take(g, idx, dim) * alpha,
     frees_args=True,
 )
 

@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import _default_dtype
 from tadiff.errors import DTypeError, InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
+    INPUTS,
     Tensor,
     _make,
     _state,
@@ -49,9 +51,9 @@ def _operand(x: Any, other: Tensor) -> Any:
 
 
 def _fix_dtype(out: np.ndarray, x: Tensor) -> np.ndarray:
-    # integer inputs give float64 from NumPy's math functions; torch gives its default float32
+    # integer inputs give float64 from NumPy's math functions; torch gives its default dtype
     if out.dtype.kind == "f" and x.data.dtype.kind in "biu":
-        return out.astype(np.float32)
+        return out.astype(_default_dtype[0])
     return out
 
 
@@ -132,7 +134,7 @@ def mul(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("mul", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.MulBackward0, out, (a, b), (a, b))
+        return record(d.MulBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 
@@ -152,7 +154,7 @@ def div(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("div", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.DivBackward0, out, (a, b), (a, b))
+        return record(d.DivBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 
@@ -180,10 +182,10 @@ def pow(a: Any, b: Any) -> Tensor:
         raise InputError(f"pow: {exc}") from None  # an integer to a negative integer power
     if isinstance(b, Tensor):
         if (a._rg or b._rg) and _state.enabled:
-            return record(d.PowBackward1, out, (a, b), (a, b), save_result=True)
+            return record(d.PowBackward1, out, (a, b), INPUTS, save_result=True)
         return _make(out)
     if a._rg and _state.enabled:
-        return record(d.PowBackward0, out, (a,), (a,), (b,))
+        return record(d.PowBackward0, out, (a,), INPUTS, (b,))
     return _make(out)
 
 
@@ -271,7 +273,31 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tens
     """
     if min is None and max is None:
         raise DTypeError("clamp: at least one of 'min' or 'max' must not be None")
+    if isinstance(min, (Tensor, np.ndarray)) or isinstance(max, (Tensor, np.ndarray)):
+        return clamp_tensors(x, min, max, d.ClampBackward0)
     return _clamp_as(x, min, max, d.ClampBackward1)
+
+
+def clamp_tensors(x: Any, min: Any, max: Any, node: type) -> Tensor:
+    """``clamp`` with Tensor bounds (broadcasting with ``x``), differentiable in all three as
+    torch's ``clamp.Tensor``: ``x`` gets the gradient where ``min <= x <= max``, ``min`` where
+    ``x < min`` (and ``min < max``), ``max`` where ``x > max`` (or ``max < min``: ``max`` wins
+    there). The result keeps ``x``'s dtype."""
+    x = as_tensor(x, name="clamp() input")
+    lo = None if min is None else as_tensor(min, x, "clamp() min")
+    hi = None if max is None else as_tensor(max, x, "clamp() max")
+    out = x.data
+    try:
+        if lo is not None:
+            out = np.maximum(out, lo.data)
+        if hi is not None:
+            out = np.minimum(out, hi.data)
+    except ValueError:
+        raise not_broadcastable("clamp", *(t for t in (x, lo, hi) if t is not None)) from None
+    out = np.asarray(out, x.data.dtype)
+    if _state.enabled and any(t is not None and t._rg for t in (x, lo, hi)):
+        return record(node, out, (x, lo, hi), INPUTS)
+    return _make(out)
 
 
 def _clamp_as(x: Tensor, min: float | None, max: float | None, node: type) -> Tensor:
@@ -282,7 +308,7 @@ def _clamp_as(x: Tensor, min: float | None, max: float | None, node: type) -> Te
     if x._rg and _state.enabled:
         lo = -np.inf if min is None else min
         hi = np.inf if max is None else max
-        return record(node, out, (x,), (x,), (lo, hi))
+        return record(node, out, (x,), INPUTS, (lo, hi))
     return _make(out)
 
 
@@ -301,7 +327,7 @@ def maximum(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("maximum", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.MaximumBackward0, out, (a, b), (a, b))
+        return record(d.MaximumBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 
@@ -313,7 +339,7 @@ def minimum(a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("minimum", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.MinimumBackward0, out, (a, b), (a, b))
+        return record(d.MinimumBackward0, out, (a, b), INPUTS)
     return _make(out)
 
 

@@ -40,6 +40,9 @@ def normalize_key(key: Any) -> tuple[tuple[Any, ...], bool]:
             continue
         if isinstance(k, Tensor):
             k = k.data
+            if k.ndim == 0 and k.dtype.kind in "iu":  # torch reads a 0-d integer tensor as an
+                out.append(int(k))  # int: x[t] selects a view (SelectBackward0), no copy
+                continue
         elif isinstance(k, list):
             k = np.asarray(k)
         if isinstance(k, np.ndarray):
@@ -66,6 +69,16 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 
     Basic indexing returns a view (shared memory, like torch); advanced indexing copies.
     """
+    kind = type(key)
+    if kind is int or kind is slice:  # x[i] and x[a:b], the loops' cases: no key to normalize
+        # x[i, ...]: a 0-d view like torch's (x[i] of a 1-d array would be a NumPy scalar)
+        data = _index(x.data, (key, Ellipsis) if kind is int else key)
+        if x._rg and _state.enabled:
+            node = d.SelectBackward0 if kind is int else d.SliceBackward0
+            out = record(node, data, (x,), (), (x.data.shape, (key,)))
+        else:
+            out = _make(data)
+        return _as_view(out, x)
     key, basic = normalize_key(key)
     select = basic and all(type(k) is int for k in key)
     # x[i, j, ...]: a 0-d view like torch's (x[i, j] would give NumPy a scalar copy)

@@ -16,7 +16,8 @@ import numpy as np
 
 from tadiff.errors import InputError, ShapeError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, record
+from tadiff.ops._common import INPUTS, Tensor, _make, _state, as_tensor, record
+from tadiff.ops._dual import einsum_array
 
 
 def _matmul_node(na: int, nb: int) -> type:
@@ -56,7 +57,7 @@ def matmul(a: Any, b: Any) -> Tensor:
             "batch dims must broadcast"
         ) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(_matmul_node(a.data.ndim, b.data.ndim), out, (a, b), (a, b))
+        return record(_matmul_node(a.data.ndim, b.data.ndim), out, (a, b), INPUTS)
     return _make(out)
 
 
@@ -151,7 +152,7 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     specs, out_spec = _parse(equation, [t.data.ndim for t in ts])
     explicit = ",".join(specs) + "->" + out_spec
     try:
-        data = np.einsum(explicit, *[t.data for t in ts], optimize=len(ts) > 2)
+        data = einsum_array(explicit, *[t.data for t in ts])
     except ValueError as exc:
         shapes = [t.data.shape for t in ts]
         raise ShapeError(f"einsum('{equation}') with operand shapes {shapes}: {exc}") from None

@@ -24,12 +24,22 @@ from numpy.lib.stride_tricks import as_strided
 
 from tadiff.errors import InputError, ShapeError
 from tadiff.ops import derivatives as d
-from tadiff.ops._common import Tensor, _make, _state, as_tensor, broadcasts_to, norm_dim, record
-from tadiff.ops.elementwise import mul, sub
-from tadiff.ops.indexing import getitem, index_put
+from tadiff.ops._common import (
+    INPUTS,
+    Tensor,
+    _make,
+    _state,
+    as_tensor,
+    broadcasts_to,
+    norm_dim,
+    record,
+)
+from tadiff.ops._dual import cross_array
+from tadiff.ops.elementwise import mul
+from tadiff.ops.indexing import index_put
 from tadiff.ops.linalg import einsum, matmul
 from tadiff.ops.reductions import sum
-from tadiff.ops.shape import _as_view, moveaxis, reshape, stack
+from tadiff.ops.shape import _as_view, moveaxis, reshape
 
 __all__ = [
     "addmm", "addmv", "baddbmm", "bmm", "cross", "diag", "diagonal", "dot", "kron", "mm", "mv",
@@ -154,7 +164,8 @@ def kron(a: Any, b: Any) -> Tensor:
 
 
 def cross(a: Any, b: Any, dim: int = -1) -> Tensor:
-    """Cross product of 3-vectors along ``dim`` (``torch.linalg.cross``), broadcasting."""
+    """Cross product of 3-vectors along ``dim`` (``torch.linalg.cross``), broadcasting; one
+    node (``LinalgCrossBackward0``: ``b × g`` and ``g × a``)."""
     a, b = as_tensor(a, name="cross() argument"), as_tensor(b, name="cross() argument")
     nd = max(a.ndim, b.ndim)
     ax = norm_dim(dim, nd)
@@ -163,16 +174,13 @@ def cross(a: Any, b: Any, dim: int = -1) -> Tensor:
             raise ShapeError(
                 f"cross: {name} must have size 3 at dim {dim} and {nd} dims, got shape {t.shape}"
             )
-
-    def part(t: Tensor, i: int) -> Tensor:
-        return getitem(t, (slice(None),) * ax + (i,))
-
-    parts = [
-        sub(mul(part(a, (i + 1) % 3), part(b, (i + 2) % 3)),
-            mul(part(a, (i + 2) % 3), part(b, (i + 1) % 3)))
-        for i in range(3)
-    ]  # fmt: skip
-    return stack(parts, ax)
+    try:
+        out = cross_array(a.data, b.data, ax)
+    except ValueError:
+        raise ShapeError(f"cross: shapes {a.shape} and {b.shape} do not broadcast") from None
+    if (a._rg or b._rg) and _state.enabled:
+        return record(d.LinalgCrossBackward0, out, (a, b), INPUTS, (ax,))
+    return _make(out)
 
 
 def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
@@ -229,6 +237,35 @@ def diag(x: Any, diagonal: int = 0) -> Tensor:
     rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
     zeros = Tensor(np.zeros((n, n), x.dtype))
     return index_put(zeros, (rows, cols), x)
+
+
+def diag_embed(x: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices whose ``offset``-th diagonal in the ``(dim1, dim2)`` planes is the last dim of
+    ``x`` (zeros elsewhere): the inverse of ``diagonal``; its gradient is that diagonal.
+
+    Shapes: ``x (..., n)`` -> ``(..., n + |offset|, n + |offset|)`` (the two new dims placed at
+    ``dim1``, ``dim2`` of the result).
+
+    Example:
+        >>> import tadiff as td
+        >>> td.diag_embed(td.tensor([[1.0, 2.0]]))
+        tensor([[[1., 0.],
+                 [0., 2.]]])
+    """
+    x = as_tensor(x, name="diag_embed() input")
+    ndim = x.ndim + 1
+    d1, d2 = norm_dim(dim1, ndim, "dim1"), norm_dim(dim2, ndim, "dim2")
+    if d1 == d2:
+        raise InputError(f"diag_embed: dim1 and dim2 cannot be the same dim ({dim1}, {dim2})")
+    length = x.shape[-1] if x.ndim else 1
+    n = length + abs(offset)
+    i = np.arange(length)
+    rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
+    zeros = Tensor(np.zeros((*x.shape[:-1], n, n), x.dtype))
+    planes = index_put(zeros, (Ellipsis, rows, cols), x if x.ndim else reshape(x, (1,)))
+    if (d1, d2) == (ndim - 2, ndim - 1):
+        return planes
+    return moveaxis(planes, (-2, -1), (d1, d2))
 
 
 def _copy(t: Tensor) -> Tensor:

@@ -22,6 +22,7 @@ import numpy as np
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
+    INPUTS,
     Tensor,
     _make,
     _state,
@@ -37,6 +38,7 @@ from tadiff.ops.elementwise import (
     _pair,
     _unary,
     add,
+    clamp_tensors,
     div,
     mul,
     pow,
@@ -114,7 +116,7 @@ def polygamma(n: int, x: Any) -> Tensor:
     x = as_tensor(x, name="polygamma() argument")
     out = _fix_dtype(polygamma_array(int(n), x.data), x)
     if x._rg and _state.enabled:
-        return record(d.PolygammaBackward0, out, (x,), (x,), (int(n),))
+        return record(d.PolygammaBackward0, out, (x,), INPUTS, (int(n),))
     return _make(out)
 
 
@@ -150,7 +152,7 @@ def _binary(name: str, fn: Any, node: type, number_node: type | None = None) -> 
         except ValueError:
             raise not_broadcastable(name, a, b) from None
         if (a._rg or b._rg) and _state.enabled:
-            return record(recorded, out, (a, b), (a, b))
+            return record(recorded, out, (a, b), INPUTS)
         return _make(out)
 
     op.__name__ = op.__qualname__ = name
@@ -170,13 +172,17 @@ fmod = _binary("fmod", np.fmod, d.FmodBackward1, d.FmodBackward0)
 fmod.__doc__ = """C's ``fmod`` (the sign of ``a``); gradients ``1`` and ``-trunc(a / b)``."""
 
 
-def clamp_min(x: Tensor, min: float) -> Tensor:
-    """``clamp(x, min=min)``."""
+def clamp_min(x: Tensor, min: Any) -> Tensor:
+    """``clamp(x, min=min)`` (``min`` a number or a Tensor)."""
+    if isinstance(min, (Tensor, np.ndarray)):
+        return clamp_tensors(x, min, None, d.ClampMinBackward1)
     return _clamp_as(as_tensor(x), min, None, d.ClampMinBackward0)
 
 
-def clamp_max(x: Tensor, max: float) -> Tensor:
-    """``clamp(x, max=max)``."""
+def clamp_max(x: Tensor, max: Any) -> Tensor:
+    """``clamp(x, max=max)`` (``max`` a number or a Tensor)."""
+    if isinstance(max, (Tensor, np.ndarray)):
+        return clamp_tensors(x, None, max, d.ClampMaxBackward1)
     return _clamp_as(as_tensor(x), None, max, d.ClampMaxBackward0)
 
 

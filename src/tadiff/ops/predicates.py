@@ -1,6 +1,6 @@
 """Boolean and counting functions (no gradient): ``isnan isinf isfinite isposinf isneginf
 logical_and logical_or logical_xor isclose allclose equal all any count_nonzero nonzero
-argwhere``.
+argwhere``, and ``is_tensor is_floating_point numel``.
 
 They return Tensors outside the graph (boolean or int64), except ``allclose`` and ``equal``,
 which return Python bools as in torch.
@@ -21,9 +21,25 @@ import numpy as np
 from tadiff.ops._common import Tensor, _make, as_tensor, norm_dims
 
 __all__ = [
-    "all", "allclose", "any", "argwhere", "count_nonzero", "equal", "isclose", "isfinite",
-    "isinf", "isnan", "isneginf", "isposinf", "logical_and", "logical_or", "logical_xor",
+    "all",
+    "allclose",
+    "any",
+    "argwhere",
+    "count_nonzero",
+    "equal",
+    "is_floating_point",
+    "is_tensor",
+    "isclose",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "isneginf",
+    "isposinf",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
     "nonzero",
+    "numel",
 ]  # fmt: skip
 
 
@@ -122,3 +138,18 @@ def nonzero(x: Any, *, as_tuple: bool = False) -> Any:
 def argwhere(x: Any) -> Tensor:
     """``nonzero(x)``: an ``(n, ndim)`` int64 Tensor."""
     return nonzero(x)
+
+
+def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a tadiff Tensor (torch's ``is_tensor``)."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(x: Tensor) -> bool:
+    """Whether ``x`` has a floating dtype (torch's ``is_floating_point``)."""
+    return as_tensor(x, name="is_floating_point() argument").dtype.kind == "f"
+
+
+def numel(x: Tensor) -> int:
+    """The number of elements of ``x``."""
+    return int(as_tensor(x, name="numel() argument").data.size)

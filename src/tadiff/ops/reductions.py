@@ -25,6 +25,7 @@ import numpy as np
 from tadiff.errors import InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
+    INPUTS,
     Tensor,
     _make,
     _state,
@@ -34,7 +35,7 @@ from tadiff.ops._common import (
     pick_axis,
     record,
 )
-from tadiff.ops._dual import keepdim_shape, sum_leading
+from tadiff.ops._dual import fast_sum
 
 #: What ``max(dim)``/``min(dim)`` return, like torch's ``torch.return_types.max``.
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -79,13 +80,7 @@ def sum(
     """
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    out = None
-    if dims is not None and dims == tuple(range(len(dims))):  # leading dims: BLAS fast path
-        out = sum_leading(x.data, len(dims))
-        if out is not None and keep:
-            out = out.reshape(keepdim_shape(x.data.shape, dims))
-    if out is None:
-        out = _reduce_out(x.data.sum(axis=dims, keepdims=keep), x)
+    out = _reduce_out(fast_sum(x.data, dims, keep), x)  # BLAS for leading/short trailing dims
     if x._rg and _state.enabled:
         node = d.SumBackward0 if dim is None and axis is None else d.SumBackward1
         return record(node, out, (x,), (), (x.data.shape, dims, keep))
@@ -98,7 +93,9 @@ def mean(
     """Mean over ``dim`` (all dims when None); same arguments as :func:`sum`."""
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    if x.data.size:
+    if x.data.size and x.data.dtype.kind == "f":
+        out = _reduce_out(fast_sum(x.data, dims, keep) / _count(x.data.shape, dims), x)
+    elif x.data.size:
         out = _reduce_out(x.data.mean(axis=dims, keepdims=keep), x)
     else:  # NaN (0 / 0) where torch gives NaN, without NumPy's "Mean of empty slice" warning
         with np.errstate(invalid="ignore"):
@@ -130,8 +127,8 @@ def _variance_data(x: Tensor, dims: Any, keep: bool, c: float, n: int, what: str
         )
     data = x.data
     with np.errstate(divide="ignore", invalid="ignore"):
-        centered = data - data.sum(axis=dims, keepdims=True) / n
-        return (centered * centered).sum(axis=dims, keepdims=keep) / (n - c if n > c else 0.0)
+        centered = data - fast_sum(data, dims, True) / n
+        return fast_sum(centered * centered, dims, keep) / (n - c if n > c else 0.0)
 
 
 def var(
@@ -159,7 +156,7 @@ def var(
     n = _count(x.data.shape, dims)
     out = _reduce_out(_variance_data(x, dims, keep, c, n, "var"), x)
     if x._rg and _state.enabled:
-        return record(d.VarBackward0, out, (x,), (x,), (dims, keep, c, n))
+        return record(d.VarBackward0, out, (x,), INPUTS, (dims, keep, c, n))
     return _make(out)
 
 
@@ -181,7 +178,7 @@ def std(
     n = _count(x.data.shape, dims)
     out = _reduce_out(np.sqrt(_variance_data(x, dims, keep, c, n, "std")), x)
     if x._rg and _state.enabled:
-        return record(d.StdBackward0, out, (x,), (x,), (dims, keep, c, n), save_result=True)
+        return record(d.StdBackward0, out, (x,), INPUTS, (dims, keep, c, n), save_result=True)
     return _make(out)
 
 
@@ -195,7 +192,7 @@ def prod(
     out = _reduce_out(x.data.prod(axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
         node = d.ProdBackward0 if dim is None and axis is None else d.ProdBackward1
-        return record(node, out, (x,), (x,), (dims, keep))
+        return record(node, out, (x,), INPUTS, (dims, keep))
     return _make(out)
 
 
@@ -207,7 +204,7 @@ def _extreme(x: Tensor, dims: Any, keep: bool, fn: Any, node: type, what: str) -
         )
     out = _reduce_out(fn(x.data, axis=dims, keepdims=keep), x)
     if x._rg and _state.enabled:
-        return record(node, out, (x,), (x,), (dims, keep), save_result=True)
+        return record(node, out, (x,), INPUTS, (dims, keep), save_result=True)
     return _make(out)
 
 
@@ -318,10 +315,10 @@ def logsumexp(
         m = np.amax(x.data, axis=dims, keepdims=True)
         m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):
-        s = np.log(np.sum(np.exp(x.data - m), axis=dims, keepdims=True)) + m
+        s = np.log(fast_sum(np.exp(x.data - m), dims, True)) + m
     out = _reduce_out(s if keep else s.reshape(np.sum(x.data, axis=dims).shape), x)
     if x._rg and _state.enabled:
-        return record(d.LogsumexpBackward0, out, (x,), (x,), (dims, keep), save_result=True)
+        return record(d.LogsumexpBackward0, out, (x,), INPUTS, (dims, keep), save_result=True)
     return _make(out)
 
 
@@ -347,10 +344,10 @@ def norm(
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     if p in (2, 2.0, "fro"):
-        out = _reduce_out(np.sqrt(np.sum(x.data * x.data, axis=dims, keepdims=keep)), x)
+        out = _reduce_out(np.sqrt(fast_sum(x.data * x.data, dims, keep)), x)
         if x._rg and _state.enabled:
             node = d.LinalgVectorNormBackward0
-            return record(node, out, (x,), (x,), (dims, keep), save_result=True)
+            return record(node, out, (x,), INPUTS, (dims, keep), save_result=True)
         return _make(out)
     from tadiff.ops.elementwise import abs as abs_
 
@@ -385,7 +382,7 @@ def softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
         out = x.data - x.data.max(axis=axis_, keepdims=True) if x.data.size else x.data.copy()
         if x.data.size:  # in place on the one temporary: softmax runs on every attention step
             np.exp(out, out=out)
-            out /= out.sum(axis=axis_, keepdims=True)
+            out /= fast_sum(out, (axis_,), True)
     if x._rg and _state.enabled:
         return record(d.SoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
     return _make(out)
@@ -404,7 +401,7 @@ def log_softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
         out = x.data.copy()
     else:
         shifted = x.data - x.data.max(axis=axis_, keepdims=True)
-        out = shifted - np.log(np.exp(shifted).sum(axis=axis_, keepdims=True))
+        out = shifted - np.log(fast_sum(np.exp(shifted), (axis_,), True))
     if x._rg and _state.enabled:
         return record(d.LogSoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
     return _make(out)

@@ -1,9 +1,10 @@
 """Indexed writes with torch's names: ``scatter`` (overwrite), ``index_add``, ``index_fill``,
 ``index_copy``, ``masked_select``.
 
-Each is an out-of-place composition of ``index_put``/``scatter_add``/indexing, so the gradients
-follow: the overwritten entries of the input get no gradient, the written values get the
-gradient at their destinations (summed where ``index_add`` adds several into one).
+Each is out of place; ``index_add`` is a primitive, the others compositions of
+``index_put``/``scatter_add``/indexing. The gradients: the overwritten entries of the input get
+no gradient, the written values get the gradient at their destinations (summed where
+``index_add`` adds several into one).
 
 Example:
     >>> import tadiff as td
@@ -17,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.errors import DTypeError, InputError, ShapeError
-from tadiff.ops._common import Tensor, as_tensor, norm_dim
+from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
+from tadiff.ops import derivatives as d
+from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
 from tadiff.ops._dual import _full_index
-from tadiff.ops.elementwise import mul
 from tadiff.ops.indexing import getitem, index_put, scatter_add
 from tadiff.ops.shape import broadcast_to
 
@@ -85,16 +86,29 @@ def _along(x: Tensor, ax: int, idx: np.ndarray) -> tuple[Any, ...]:
 
 
 def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Tensor:
-    """``x`` with ``alpha * source`` added at ``index`` along ``dim`` (repeated indices add)."""
+    """``x`` with ``alpha * source`` added at ``index`` along ``dim`` (repeated indices add).
+
+    One node, ``IndexAddBackward0``: ``x`` gets the gradient itself, ``source`` the gradient's
+    slices at ``index`` (times ``alpha``).
+
+    Raises:
+        IndexingError: an index outside ``[0, size)`` (an IndexError, as torch's).
+    """
     x = as_tensor(x, name="index_add() input")
     ax = norm_dim(dim, max(x.ndim, 1))
     idx = _index_1d(index, "index_add")
     source = _source(x, ax, idx, source, "index_add")
-    expected = source.shape
-    shape = [1] * x.ndim
-    shape[ax] = len(idx)
-    full = np.broadcast_to(idx.reshape(shape), expected)
-    return scatter_add(x, ax, full, source if alpha == 1 else mul(source, alpha))
+    if idx.size and (idx.min() < 0 or idx.max() >= (x.shape[ax] if x.ndim else 1)):
+        raise IndexingError(
+            f"index_add(): index out of range in self (indices {idx.min()}..{idx.max()} along "
+            f"dim {dim} of size {x.shape[ax] if x.ndim else 1})"
+        )
+    data = x.data.astype(np.result_type(x.data, source.data), copy=True)
+    src = source.data if alpha == 1 else source.data * alpha
+    np.add.at(data, _along(x, ax, idx) if x.ndim else idx, src)
+    if (x._rg or source._rg) and _state.enabled:
+        return record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha))
+    return _make(data)
 
 
 def index_fill(x: Any, dim: int, index: Any, value: Any) -> Tensor:

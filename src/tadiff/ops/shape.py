@@ -20,8 +20,9 @@ from weakref import ref
 
 import numpy as np
 
+from tadiff._device import DEVICE_TYPES, check_device, device
 from tadiff.autograd.tensor import _Meta
-from tadiff.errors import DTypeError, InputError, ShapeError
+from tadiff.errors import DTypeError, InputError, ShapeError, type_name
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
     Tensor,
@@ -64,6 +65,27 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
     if n >= 64 and not n & (n - 1):  # at powers of two: drop dead views, amortised O(1)
         views[:] = [r for r in views if r() is not None]
     return out
+
+
+def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
+    """:func:`_as_view` for several new views of ``x`` at once (``unbind``, ``split``, iterating):
+    the base's bookkeeping is looked up once."""
+    if not outs:
+        return outs
+    _as_view(outs[0], x)
+    vc, base = outs[0]._vc, outs[0]._meta.view_base
+    no_grad = outs[0]._meta.view_no_grad
+    views = base._meta.views
+    before = len(views)
+    for out in outs[1:]:
+        out._vc = vc
+        meta = out._meta = _Meta()
+        meta.view_base = base
+        meta.view_no_grad = no_grad
+        views.append(ref(out))
+    if len(views) >= 64 and len(views).bit_length() > before.bit_length():
+        views[:] = [r for r in views if r() is not None]  # crossed a power of two: as _as_view
+    return outs
 
 
 def _view_op(x: Tensor, data: np.ndarray, node: type, args: tuple[Any, ...]) -> Tensor:
@@ -266,7 +288,7 @@ def _tensors(tensors: Any, what: str) -> list[Tensor]:
         )
     if not tensors:
         raise InputError(f"{what}() expects a non-empty list of Tensors")
-    return [as_tensor(t, name=f"{what}() element") for t in tensors]
+    return [t if type(t) is Tensor else as_tensor(t, name=f"{what}() element") for t in tensors]
 
 
 def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
@@ -283,24 +305,29 @@ def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
     if ref.ndim == 0:
         raise ShapeError("zero-dimensional tensor (at position 0) cannot be concatenated")
     ax = norm_dim(dim, ref.ndim)
+    outer, inner = ref.shape[:ax], ref.shape[ax + 1 :]
     for k, t in enumerate(ts):
         s = t.data.shape
-        if len(s) != ref.ndim:
-            raise ShapeError(
-                f"Tensors must have same number of dimensions: got {ref.ndim} and {len(s)} "
-                f"(tensor number {k} in the list)"
-            )
-        for i, (n, m) in enumerate(zip(ref.shape, s, strict=False)):
-            if i != ax and n != m:
-                raise ShapeError(
-                    f"Sizes of tensors must match except in dimension {ax}. Expected size {n} "
-                    f"but got size {m} for tensor number {k} in the list."
-                )
+        if s[:ax] != outer or s[ax + 1 :] != inner or len(s) != ref.ndim:
+            _cat_mismatch(ref.shape, s, ax, k)
     data = np.concatenate([t.data for t in ts], axis=ax)
     if _state.enabled and any(t._rg for t in ts):
-        offsets = tuple(int(v) for v in np.cumsum([0] + [t.data.shape[ax] for t in ts]))
+        offsets = (0, *itertools.accumulate(t.data.shape[ax] for t in ts))
         return record(d.CatBackward0, data, tuple(ts), (), (ax, offsets))
     return _make(data)
+
+
+def _cat_mismatch(ref: tuple[int, ...], s: tuple[int, ...], ax: int, k: int) -> None:
+    if len(s) != len(ref):
+        raise ShapeError(
+            f"Tensors must have same number of dimensions: got {len(ref)} and {len(s)} "
+            f"(tensor number {k} in the list)"
+        )
+    n, m = next((n, m) for i, (n, m) in enumerate(zip(ref, s, strict=True)) if n != m and i != ax)
+    raise ShapeError(
+        f"Sizes of tensors must match except in dimension {ax}. Expected size {n} "
+        f"but got size {m} for tensor number {k} in the list."
+    )
 
 
 concatenate = cat
@@ -318,10 +345,29 @@ def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
                 f"and {list(t.data.shape)} at entry {k}"
             )
     ax = norm_dim(dim, len(shape) + 1)
-    data = np.stack([t.data for t in ts], axis=ax)
+    data = _stack_arrays([t.data for t in ts], ax)
     if _state.enabled and any(t._rg for t in ts):
         return record(d.StackBackward0, data, tuple(ts), (), (ax,))
     return _make(data)
+
+
+def _stack_arrays(arrays: list[np.ndarray], ax: int) -> np.ndarray:
+    """``np.stack(arrays, ax)``; a few arrays of one dtype are copied into a preallocated result
+    (``np.stack``'s own Python-level work costs several times the copies of small arrays)."""
+    first = arrays[0]
+    dtype = first.dtype
+    if any(a.dtype != dtype for a in arrays):
+        return np.stack(arrays, axis=ax)
+    if ax == 0:
+        return np.array(arrays)  # equal shapes (checked): a new leading dim, C-contiguous
+    if len(arrays) > 16:
+        return np.stack(arrays, axis=ax)
+    shape = first.shape
+    out = np.empty((*shape[:ax], len(arrays), *shape[ax:]), dtype)
+    lead = (slice(None),) * ax
+    for i, a in enumerate(arrays):
+        out[(*lead, i)] = a
+    return out
 
 
 def _pieces(x: Tensor, sizes: list[int], ax: int, node: type) -> tuple[Tensor, ...]:
@@ -334,10 +380,8 @@ def _pieces(x: Tensor, sizes: list[int], ax: int, node: type) -> tuple[Tensor, .
     if x._rg and _state.enabled:
         outs = record_multi(node, datas, (x,), (ax,))
     else:
-        outs = tuple(_make(v) for v in datas)
-    for out in outs:
-        _as_view(out, x)
-    return outs
+        outs = tuple([_make(v) for v in datas])
+    return _as_views(outs, x)
 
 
 def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
@@ -379,14 +423,16 @@ def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
         raise ShapeError("unbind: dimension specified as 0 but tensor has no dimensions")
     ax = norm_dim(dim, x.data.ndim)
     # the trailing ``...`` keeps 0-d slices views (a bare int index would copy them)
-    datas = [x.data[(slice(None),) * ax + (i, Ellipsis)] for i in range(x.data.shape[ax])]
+    data = x.data
+    if ax == 0:
+        datas = [data[i, ...] for i in range(data.shape[0])]
+    else:
+        datas = [data[(slice(None),) * ax + (i, Ellipsis)] for i in range(data.shape[ax])]
     if x._rg and _state.enabled:
         outs = record_multi(d.UnbindBackward0, datas, (x,), (ax,))
     else:
-        outs = tuple(_make(v) for v in datas)
-    for out in outs:
-        _as_view(out, x)
-    return outs
+        outs = tuple([_make(v) for v in datas])
+    return _as_views(outs, x)
 
 
 def clone(x: Tensor) -> Tensor:
@@ -398,22 +444,61 @@ def clone(x: Tensor) -> Tensor:
     return _make(data)
 
 
-def to(x: Tensor, dtype: Any) -> Tensor:
-    """Cast to ``dtype`` (a NumPy dtype or its name); the gradient is cast back. ``"cpu"`` is
-    accepted and changes nothing (tadiff has no other device)."""
+def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Cast to a dtype; the gradient is cast back. torch's forms: ``to(dtype)``,
+    ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``, and the keywords ``dtype``,
+    ``device``, ``non_blocking`` (ignored) and ``copy`` (a new tensor even if nothing changes).
+    The device must be the CPU (``"cpu"``, ``td.device("cpu")``).
+
+    Example:
+        >>> import tadiff as td
+        >>> td.ones(2).to("cpu", td.float64).dtype
+        dtype('float64')
+    """
     x = as_tensor(x)
-    if isinstance(dtype, str) and dtype == "cpu":
-        return x
-    try:
-        target = np.dtype(dtype)
-    except TypeError:
-        raise DTypeError(f"to(): unknown dtype or device {dtype!r}") from None
-    if target == x.data.dtype:
-        return x
+    if len(args) == 1 and not kwargs and not isinstance(args[0], (str, int, Tensor, device)):
+        target = _to_dtype(args[0])  # the common case, to(dtype)
+    else:
+        target = to_target(args, kwargs)
+    if target is None or target == x.data.dtype:
+        return clone(x) if kwargs.get("copy") else x
     data = x.data.astype(target)
     if x._rg and _state.enabled and target.kind == "f":
         return record(d.ToCopyBackward0, data, (x,), (), (x.data.dtype,))
     return _make(data)
+
+
+def _to_dtype(value: Any) -> np.dtype:
+    try:
+        return np.dtype(value)
+    except TypeError:
+        raise DTypeError(
+            f"to(): expected a dtype, a device or a Tensor, got {type_name(value)}"
+        ) from None
+
+
+def to_target(args: tuple[Any, ...], kwargs: dict[str, Any], who: str = "to") -> Any:
+    """The dtype (or None) that ``x.to(*args, **kwargs)`` asks for (also ``Module.to``'s);
+    raises for a device other than the CPU."""
+    unknown = set(kwargs) - {"dtype", "device", "non_blocking", "copy", "memory_format"}
+    if unknown:
+        raise DTypeError(f"{who}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        dtype = rest.pop(0).dtype
+    elif rest and _is_device(rest[0]):
+        device = rest.pop(0)
+    if rest and not isinstance(rest[0], bool):  # a bool after them is non_blocking
+        dtype = rest.pop(0)
+    check_device(device, who)
+    return None if dtype is None else _to_dtype(dtype)
+
+
+def _is_device(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.partition(":")[0] in DEVICE_TYPES
+    return isinstance(value, (int, device)) and not isinstance(value, bool)
 
 
 def contiguous(x: Tensor) -> Tensor:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._device import check_device
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError
 from tadiff.ops import (
@@ -26,6 +27,7 @@ from tadiff.ops import (
     scatter,
     shape,
     sorting,
+    special,
 )
 from tadiff.ops import elementwise as ew
 
@@ -64,7 +66,10 @@ def _type_as(x: Tensor, other: Tensor) -> Tensor:
 
 
 def _new_like(fill: Any) -> Any:
-    def op(x: Tensor, *size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    def op(
+        x: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        check_device(device, "new_*")
         shape_ = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
         out = Tensor(np.full(shape_, fill, dtype=x.dtype if dtype is None else dtype))
         return out.requires_grad_(requires_grad) if requires_grad else out
@@ -73,12 +78,23 @@ def _new_like(fill: Any) -> Any:
 
 
 def _new_full(
-    x: Tensor, size: Any, fill_value: Any, *, dtype: Any = None, requires_grad: bool = False
+    x: Tensor,
+    size: Any,
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
-    return _new_like(fill_value)(x, tuple(size), dtype=dtype, requires_grad=requires_grad)
+    return _new_like(fill_value)(
+        x, tuple(size), dtype=dtype, device=device, requires_grad=requires_grad
+    )
 
 
-def _new_tensor(x: Tensor, data: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def _new_tensor(
+    x: Tensor, data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    check_device(device, "new_tensor")
     arr = np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype or x.dtype)
     return Tensor(arr, requires_grad=requires_grad)
 
@@ -229,7 +245,6 @@ _METHODS: dict[str, Any] = {
     "float": lambda x: shape.to(x, np.float32),
     "double": lambda x: shape.to(x, np.float64),
     "contiguous": shape.contiguous,
-    "cpu": lambda x: x,
     # indexing
     "gather": indexing.gather,
     "scatter_add": indexing.scatter_add,
@@ -300,6 +315,7 @@ _METHODS: dict[str, Any] = {
     "outer": matrix.outer,
     "diagonal": matrix.diagonal,
     "diag": matrix.diag,
+    "diag_embed": matrix.diag_embed,
     "trace": matrix.trace,
     "t": rearrange.t,
     "det": decompositions.det,
@@ -375,6 +391,11 @@ _METHODS: dict[str, Any] = {
     "lgamma": pointwise.lgamma,
     "digamma": pointwise.digamma,
     "polygamma": lambda x, n: pointwise.polygamma(n, x),
+    "erfinv": special.erfinv,
+    "i0": special.i0,
+    "sinc": special.sinc,
+    "logit": special.logit,
+    "xlogy": special.xlogy,
     "scatter": scatter.scatter,
     "index_add": scatter.index_add,
     "index_fill": scatter.index_fill,

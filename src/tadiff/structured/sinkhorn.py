@@ -134,7 +134,10 @@ def _logsumexp(x: Any, axis: int) -> Any:
 # Input checks.
 
 
-def _check_matrix(X: Any) -> tuple[int, int]:
+def _check_matrix(X: Any, values: bool = True) -> tuple[int, int]:
+    """``(n, m)`` of ``X`` after checking its type, shape and dtype, and (with ``values``) that
+    its entries are finite — a value read back, which ``torch.func.vmap`` cannot trace: the
+    transforms check values inside the forward instead, where they are plain tensors."""
     if not hasattr(X, "shape") or not hasattr(X, "dtype"):
         raise DTypeError(
             f"sinkhorn: X must be an array or tensor of shape (..., n, m), got {type(X).__name__}"
@@ -150,6 +153,8 @@ def _check_matrix(X: Any) -> tuple[int, int]:
     _check_batch(X.shape[:-2], "X", X.shape)
     if not _is_floating(_raw(X)):
         raise DTypeError(f"sinkhorn: X must have a floating dtype, got {X.dtype}")
+    if not values:
+        return n, m
     raw = _raw(X)
     finite = namespace(raw).isfinite(raw)
     if not bool(finite.all()):
@@ -177,11 +182,12 @@ def _constant_like(X: Any, values: Any) -> Any:
     return raw.new_tensor(values) if _is_torch(raw) else values.astype(raw.dtype)
 
 
-def _complete_marginals(X: Any, a: Any, b: Any) -> tuple[Any, Any]:
+def _complete_marginals(X: Any, a: Any, b: Any, values: bool = True) -> tuple[Any, Any]:
     """Fill in a missing marginal when the other is given: spread the given mass evenly.
 
     Written with ordinary operations on the given marginal, so that gradients flow through the
-    filled-in one too (the autograd Functions receive both).
+    filled-in one too (the autograd Functions receive both). ``values``: as in
+    :func:`_check_matrix`.
     """
     if (a is None) == (b is None):
         return a, b
@@ -190,13 +196,17 @@ def _complete_marginals(X: Any, a: Any, b: Any) -> tuple[Any, Any]:
     if not hasattr(given, "shape") or (isinstance(given, np.ndarray) and _is_torch(X)):
         given = _constant_like(X, given)
     # Check the given marginal first, so that errors name it rather than the derived one.
-    _marginal(given, X, n, "a", -1) if b is None else _marginal(given, X, m, "b", -2)
+    if b is None:
+        _marginal(given, X, n, "a", -1, values)
+    else:
+        _marginal(given, X, m, "b", -2, values)
     other = given.sum(axis=-1, keepdims=True) * _constant_like(given, np.full(size, 1.0 / size))
     return (given, other) if b is None else (other, given)
 
 
-def _marginal(v: Any, X: Any, size: int, name: str, axis: int) -> Any:
-    """Validate a marginal of shape (..., size) and return it shaped to broadcast against X."""
+def _marginal(v: Any, X: Any, size: int, name: str, axis: int, values: bool = True) -> Any:
+    """Validate a marginal of shape (..., size) and return it shaped to broadcast against X
+    (its entries positive and finite: with ``values``, see :func:`_check_matrix`)."""
     if v is None or not hasattr(v, "shape") or (isinstance(v, np.ndarray) and _is_torch(X)):
         # Defaults, lists and arrays become constants of X's kind, dtype and device.
         v = _constant_like(X, np.ones(size) if v is None else v)
@@ -207,16 +217,19 @@ def _marginal(v: Any, X: Any, size: int, name: str, axis: int) -> Any:
         )
     _check_batch(v.shape[:-1], f"the marginal {name}", v.shape)
     raw = _raw(v)
-    if not bool((raw > 0).all()) or not bool(namespace(raw).isfinite(raw).all()):
+    if values and not (bool((raw > 0).all()) and bool(namespace(raw).isfinite(raw).all())):
         raise InputError(f"sinkhorn: every entry of the marginal {name} must be positive, finite")
     shape = (*tuple(v.shape[:-1]), size, 1) if axis == -1 else (*tuple(v.shape[:-1]), 1, size)
-    try:
-        np.broadcast_shapes(tuple(X.shape), shape)
+    try:  # the marginals broadcast to X's batch; they do not enlarge it (R has X's shape)
+        fits = np.broadcast_shapes(tuple(X.shape), shape) == tuple(X.shape)
     except ValueError:
+        fits = False
+    if not fits:
         raise ShapeError(
             f"sinkhorn: the batch shape of {name} {tuple(v.shape[:-1])} does not broadcast "
-            f"against the batch shape of X {tuple(X.shape[:-2])}"
-        ) from None
+            f"to the batch shape of X {tuple(X.shape[:-2])} (R has X's shape: expand X to "
+            "the batch you want)"
+        )
     return v.reshape(shape)
 
 
@@ -443,7 +456,9 @@ def _mtv(R: Any, q: Any) -> Any:
     return (q[..., None, :] @ R)[..., 0, :]
 
 
-def _cg(apply: Any, rhs: Any, scale: Any, maxiter: int, rtol: float) -> Any:
+def _cg(
+    apply: Any, rhs: Any, scale: Any, maxiter: int, rtol: float, early_exit: bool = True
+) -> Any:
     """Batched conjugate gradient for PSD systems with a consistent right-hand side.
 
     Each batch element stops on its own (its step becomes zero) once its residual falls below
@@ -457,6 +472,9 @@ def _cg(apply: Any, rhs: Any, scale: Any, maxiter: int, rtol: float) -> Any:
         scale: ``(...)``, an upper bound of the spectrum of S (for the breakdown guard).
         maxiter: at most this many steps.
         rtol: relative residual tolerance.
+        early_exit: end the loop once every element has stopped. Off, all ``maxiter`` steps run
+            (stopped elements take zero steps, so the result is the same) without reading a
+            value back: what ``torch.func.vmap`` needs.
     """
     xp = namespace(rhs)
     guard = 16 * float(_finfo(rhs).eps) * scale
@@ -467,7 +485,7 @@ def _cg(apply: Any, rhs: Any, scale: Any, maxiter: int, rtol: float) -> Any:
     target = rs * (rtol * rtol)
     active = rs > target  # hence rs > 0 wherever active
     for _ in range(maxiter):
-        if not bool(active.any()):
+        if early_exit and not bool(active.any()):
             break
         Sp = apply(p)
         pSp = (p * Sp).sum(axis=-1)
@@ -489,7 +507,7 @@ def _safe(d: Any) -> Any:
     return namespace(d).where(d > 0, d, 1.0)
 
 
-def _solve_schur_cg(R, s_r, s_c, maxiter, rtol):
+def _solve_schur_cg(R, s_r, s_c, maxiter, rtol, early_exit=True):
     """u, v from the m × m Schur system (m = columns), by CG."""
     rows, cols = R.sum(axis=-1), R.sum(axis=-2)
     inv_rows = 1.0 / _safe(rows)
@@ -501,12 +519,12 @@ def _solve_schur_cg(R, s_r, s_c, maxiter, rtol):
     def apply(p):
         return cols * p - _mtv(R, _mv(R, p) * inv_rows)
 
-    v = _cg(apply, rhs, _amax(cols, -1), maxiter, rtol)
+    v = _cg(apply, rhs, _amax(cols, -1), maxiter, rtol, early_exit)
     u = (s_r - _mv(R, v)) * inv_rows
     return u, v
 
 
-def _solve_full_cg(R, s_r, s_c, maxiter, rtol):
+def _solve_full_cg(R, s_r, s_c, maxiter, rtol, early_exit=True):
     """u, v from the (n + m) × (n + m) block system, by CG (the baseline)."""
     xp = namespace(R)
     n = R.shape[-2]
@@ -521,7 +539,7 @@ def _solve_full_cg(R, s_r, s_c, maxiter, rtol):
         return xp.concatenate([rows * u + _mv(R, v), _mtv(R, u) + cols * v], axis=-1)
 
     scale = 2 * xp.maximum(_amax(rows, -1), _amax(cols, -1))
-    z = _cg(apply, rhs, scale, maxiter, rtol)
+    z = _cg(apply, rhs, scale, maxiter, rtol, early_exit)
     return z[..., :n], z[..., n:]
 
 
@@ -546,19 +564,27 @@ def _solve_direct(R, s_r, s_c):
     return u, v
 
 
-def _adjoint(R: Any, s_r: Any, s_c: Any, method: str, cg_maxiter: int | None, cg_tol: float | None):
+def _adjoint(
+    R: Any,
+    s_r: Any,
+    s_c: Any,
+    method: str,
+    cg_maxiter: int | None,
+    cg_tol: float | None,
+    early_exit: bool = True,
+):
     """(u, v) of the adjoint system, eliminating the smaller side."""
     n, m = R.shape[-2], R.shape[-1]
     rtol = _default_cg_tol(R) if cg_tol is None else cg_tol
     if method == "implicit-2n":
-        return _solve_full_cg(R, s_r, s_c, cg_maxiter or n + m, rtol)
+        return _solve_full_cg(R, s_r, s_c, cg_maxiter or n + m, rtol, early_exit)
     if m > n:  # eliminate u instead of v: the transposed problem has the smaller system
         R = R.swapaxes(-1, -2)
         s_r, s_c = s_c, s_r
     if method == "direct":
         u, v = _solve_direct(R, s_r, s_c)
     else:
-        u, v = _solve_schur_cg(R, s_r, s_c, cg_maxiter or min(n, m), rtol)
+        u, v = _solve_schur_cg(R, s_r, s_c, cg_maxiter or min(n, m), rtol, early_exit)
     return (v, u) if m > n else (u, v)
 
 
@@ -570,6 +596,7 @@ def sinkhorn_vjp(
     cg_maxiter: int | None = None,
     cg_tol: float | None = None,
     marginal_grads: bool = False,
+    functional: bool = False,
 ) -> Any:
     """Gradient of ``L`` with respect to ``X`` given ``R = sinkhorn(X)`` and ``G = dL/dR``.
 
@@ -587,6 +614,8 @@ def sinkhorn_vjp(
         marginal_grads: also return the gradients with respect to the marginals ``a`` and ``b``.
             They are defined up to adding ``k`` to one and subtracting it from the other (the total
             mass is fixed); the returned pair has ``sum(grad_a) == sum(grad_b)``.
+        functional: no in-place update and no value read back (CG runs its ``cg_maxiter``
+            steps): the form ``torch.func`` transforms (``vmap``, ``jacrev``) can trace.
 
     Returns:
         ``dX`` of shape ``(..., n, m)``, or ``(dX, grad_a, grad_b)`` with ``marginal_grads``.
@@ -611,10 +640,13 @@ def sinkhorn_vjp(
     # One matrix-sized buffer for everything: fresh large buffers cost page faults on CPU.
     dX = G * R
     s_r, s_c = dX.sum(axis=-1), dX.sum(axis=-2)
-    u, v = _adjoint(R, s_r, s_c, method, cg_maxiter, cg_tol)
-    namespace(R).subtract(G, u[..., :, None], out=dX)
-    dX -= v[..., None, :]
-    dX *= R
+    u, v = _adjoint(R, s_r, s_c, method, cg_maxiter, cg_tol, early_exit=not functional)
+    if functional:
+        dX = (G - u[..., :, None] - v[..., None, :]) * R
+    else:
+        namespace(R).subtract(G, u[..., :, None], out=dX)
+        dX -= v[..., None, :]
+        dX *= R
     if not marginal_grads:
         return _cast(dX, dtype)
     shift = (u.sum(axis=-1, keepdims=True) - v.sum(axis=-1, keepdims=True)) / (

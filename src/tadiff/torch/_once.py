@@ -29,19 +29,43 @@ class _Refuse(torch.autograd.Function):
         raise AutogradError(ctx.message)
 
 
-def refuse_second_order(message: str, results: Any, connect: tuple) -> Any:
+class _RefuseInTransforms(torch.autograd.Function):
+    """:class:`_Refuse` in the form ``torch.func`` transforms need (``setup_context``, a vmap
+    rule): inside ``torch.func.grad(torch.func.grad(f))`` the outer transform differentiates the
+    inner backward's result, and must hit this node instead of reading a silent zero."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(message: str, value: torch.Tensor, *connect: torch.Tensor) -> Any:
+        return value.clone()
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        ctx.message = inputs[0]
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise AutogradError(ctx.message)
+
+
+def refuse_second_order(
+    message: str, results: Any, connect: tuple, transforms: bool = False
+) -> Any:
     """Connect each tensor of ``results`` to the tensors of ``connect`` that require grad, so a
     later differentiation raises ``message`` (only while grad mode records, i.e. under
-    ``create_graph``; otherwise ``results`` come back unchanged).
+    ``create_graph`` or a ``torch.func`` transform; otherwise ``results`` come back unchanged).
+    ``transforms``: inside ``torch.func`` transforms.
     """
     if not torch.is_grad_enabled():
         return results
     links = tuple(t for t in connect if isinstance(t, torch.Tensor) and t.requires_grad)
     if not links:
         return results
+    refuse = _RefuseInTransforms if transforms else _Refuse
     single = not isinstance(results, tuple)
     wrapped = tuple(
-        _Refuse.apply(message, r, *links) if isinstance(r, torch.Tensor) else r
+        refuse.apply(message, r, *links) if isinstance(r, torch.Tensor) else r
         for r in ((results,) if single else results)
     )
     return wrapped[0] if single else wrapped

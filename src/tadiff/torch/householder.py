@@ -17,8 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from tadiff.errors import InputError, ShapeError
@@ -33,52 +31,17 @@ from tadiff.structured.householder import (
     _vjp_differentiable,
     cached,
 )
+from tadiff.torch._autocast import autocast_inputs, without_autocast
 
-__all__ = ["LinearSVD", "Orthogonal", "cached", "householder_apply", "householder_product"]
-
-_REDUCED_FLOATS = (torch.float16, torch.bfloat16)
-
-
-def autocast_inputs(V, X):
-    """``(V, X)`` as FastH computes them: under ``torch.autocast``, float16/bfloat16 become float32.
-
-    Autocast lowers matmul inputs to half precision, but FastH inverts each block's triangular
-    factor ``T_j`` (``b × b``, entries of size ``‖v‖²``), which 8 to 11 mantissa bits cannot
-    resolve: ``U`` would drift from orthogonal. So, like the precision-sensitive ops that torch's
-    autocast runs in float32, FastH casts half-precision inputs up and returns float32; the next
-    autocast op casts back as usual. float32 and float64 inputs are left alone, and outside
-    autocast nothing is cast (half-precision inputs raise ``DTypeError``).
-
-    Example:
-        >>> V, X = torch.randn(4, 4), torch.randn(4, 2, dtype=torch.bfloat16)
-        >>> with torch.autocast("cpu", dtype=torch.bfloat16):
-        ...     autocast_inputs(V, X)[1].dtype
-        torch.float32
-    """
-    if not isinstance(X, torch.Tensor) or not torch.is_autocast_enabled(X.device.type):
-        return V, X  # (a non-tensor argument is reported by the input checks)
-    return tuple(
-        t.float() if isinstance(t, torch.Tensor) and t.dtype in _REDUCED_FLOATS else t
-        for t in (V, X)
-    )
-
-
-def without_autocast(fn):
-    """Run ``fn`` with ``torch.autocast`` off on the device of its first tensor argument.
-
-    FastH's kernels must see the precision they were given (see :func:`autocast_inputs`), also
-    when a backward is called inside an autocast region, where autocast would lower every GEMM.
-    """
-
-    @functools.wraps(fn)
-    def run(*args):
-        device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), None)
-        if device is None or not torch.is_autocast_enabled(device):
-            return fn(*args)
-        with torch.autocast(device, enabled=False):
-            return fn(*args)
-
-    return run
+__all__ = [
+    "LinearSVD",
+    "Orthogonal",
+    "autocast_inputs",
+    "cached",
+    "householder_apply",
+    "householder_product",
+    "without_autocast",
+]
 
 
 class _HouseholderApply(torch.autograd.Function):

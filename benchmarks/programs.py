@@ -1,0 +1,291 @@
+"""Realistic PyTorch programs on tadiff and on PyTorch eager, timed in the same run.
+
+The programs are the files of ``examples/pytorch_programs`` (GMM log-posterior, k-means with
+Hessian-vector products, log-sum-exp, character LSTM, bundle adjustment, hand tracking, RK4 ODE
+fit, mass-spring cloth, ray caster, CNN training loop): written for torch and run unchanged,
+once as written and once with ``import torch`` resolving to tadiff (``alias.load_program``), on
+the same inputs (their ``"bench"`` size).
+
+For each program and dtype (float64, float32) two things are timed: the forward pass alone
+(``forward(inputs)``: nothing requires grad, or ``inference_mode`` for the CNN) and the forward
+pass with the program's own gradient computation (``gradient(inputs)``: ``backward``,
+``autograd.grad``, ``func.grad_and_value``, ``vhp`` or a few SGD steps). Both libraries run on
+one thread (``torch.set_num_threads(1)``, BLAS pinned to one thread before NumPy loads).
+
+Each library runs in a worker process of its own, as a program using it would: the tadiff
+worker never imports torch, whose 150 000 Python objects would otherwise be scanned by every
+full collection of Python's cyclic garbage collector (which tadiff's graph, made of Python
+objects, triggers; torch's graph is C++). The parent alternates the two workers within every
+repeat (tadiff first on even repeats, torch first on odd ones). Timings are CPU time of the
+worker (``time.process_time``), which other processes on a shared machine disturb far less than
+wall-clock time; each timing repeats the call until it lasts at least 20 ms, and the medians
+over ``--repeats`` repeats are reported with their ratio tadiff / torch (< 1: tadiff faster),
+and the share of tadiff's time spent in the garbage collector. ``--memory`` adds the peak
+resident memory each library's calls add (Linux), measured in a fresh process per cell: the
+high-water mark of three calls above the resident size before them.
+
+Run: ``python benchmarks/programs.py [--repeats 7] [--programs gmm,ba] [--memory]``; combine
+several runs' Markdown with ``benchmarks/median_of_runs.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # one BLAS thread, set before NumPy or torch load their BLAS
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import importlib  # noqa: E402
+import importlib.metadata  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "examples" / "pytorch_programs"
+MIN_SECONDS = 0.02  # each timing lasts at least this long
+GOALS = {"forward": 1.5, "gradient": 1.0}  # the largest tadiff / torch ratio aimed for
+
+
+def _alias() -> Any:
+    spec = importlib.util.spec_from_file_location("program_alias", PROGRAMS / "alias.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _one_thread(backend: str) -> Any:
+    """Import ``backend`` (``"tadiff"`` or ``"torch"``) alone, set to one thread."""
+    module = importlib.import_module(backend)
+    module.set_num_threads(1)
+    return module
+
+
+def _calls(fn: Callable[[], Any], number: int) -> float:
+    start = time.process_time()
+    for _ in range(number):
+        fn()
+    return time.process_time() - start
+
+
+class _GcClock:
+    """Seconds spent in Python's cyclic garbage collector (through ``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+
+
+def _worker(backend: str) -> None:
+    """Serve timing requests (one JSON object per line on stdin) for one library."""
+    _one_thread(backend)
+    alias = _alias()
+    clock = _GcClock()
+    program = inputs = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["cmd"] == "load":
+            program = alias.load_program(PROGRAMS / f"{request['program']}.py", backend)
+            inputs = program.make_inputs("bench", request["dtype"])
+            reply: Any = None
+        else:  # "time": seconds and gc seconds for ``number`` calls of ``mode``
+            fn = getattr(program, request["mode"])
+            gc_before = clock.seconds
+            seconds = _calls(lambda fn=fn, x=inputs: fn(x), request["number"])
+            reply = [seconds, clock.seconds - gc_before]
+        print(json.dumps(reply), flush=True)
+
+
+class _Worker:
+    def __init__(self, backend: str):
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", backend],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, **request: Any) -> Any:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"benchmark worker stopped (exit code {self.process.wait()})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def time_pair(workers: dict[str, _Worker], mode: str, repeats: int) -> dict[str, Any]:
+    """Median seconds per call of ``mode`` in each worker, and tadiff's share of gc time."""
+    for worker in workers.values():
+        worker.ask(cmd="time", mode=mode, number=1)  # warm up: first-call caches
+    slowest = max(w.ask(cmd="time", mode=mode, number=1)[0] for w in workers.values())
+    number = max(1, int(np.ceil(MIN_SECONDS / max(slowest, 1e-6))))
+    times: dict[str, list[float]] = {name: [] for name in workers}
+    gc_share = []
+    names = list(workers)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            seconds, gc_seconds = workers[name].ask(cmd="time", mode=mode, number=number)
+            times[name].append(seconds / number)
+            if name == "tadiff":
+                gc_share.append(gc_seconds / max(seconds, 1e-12))
+    medians: dict[str, Any] = {name: statistics.median(v) for name, v in times.items()}
+    medians["gc"] = statistics.median(gc_share)
+    return medians
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def _memory_child(name: str, backend: str, dtype: str, mode: str) -> float:
+    """Run in a fresh process: MiB of resident memory the calls add at their peak.
+
+    Linux resets the high-water mark of resident memory when ``5`` is written to
+    ``/proc/self/clear_refs``, so the peak of three calls is measured from the resident size
+    just before them (inputs made, the library loaded).
+    """
+    _one_thread(backend)
+    program = _alias().load_program(PROGRAMS / f"{name}.py", backend)
+    inputs = program.make_inputs("bench", dtype)
+    getattr(program, mode)(inputs)  # first-call caches are not the program's memory
+    before = _status_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
+    for _ in range(3):
+        getattr(program, mode)(inputs)
+    return max(0, _status_kib("VmHWM") - before) / 1024
+
+
+def peak_memory(name: str, backend: str, dtype: str, mode: str) -> float:
+    """:func:`_memory_child` in a subprocess."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--memory-child", json.dumps([name, backend, dtype, mode])],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def run(names: list[str], repeats: int, memory: bool) -> list[dict[str, Any]]:
+    workers = {b: _Worker(b) for b in ("tadiff", "torch")}
+    rows = []
+    try:
+        for name in names:
+            for dtype in ("float64", "float32"):
+                for worker in workers.values():
+                    worker.ask(cmd="load", program=name, dtype=dtype)
+                row: dict[str, Any] = {"program": name, "dtype": dtype}
+                for mode in ("forward", "gradient"):
+                    medians = time_pair(workers, mode, repeats)
+                    row[mode] = (medians["tadiff"], medians["torch"])
+                    row[f"{mode} gc"] = medians["gc"]
+                    if memory:
+                        row[f"{mode} MiB"] = tuple(
+                            peak_memory(name, b, dtype, mode) for b in ("tadiff", "torch")
+                        )
+                rows.append(row)
+                _print_row(row, memory)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return rows
+
+
+def _print_row(row: dict[str, Any], memory: bool) -> None:
+    cells = [row["program"], row["dtype"]]
+    for mode in ("forward", "gradient"):
+        ours, theirs = row[mode]
+        cells += [f"{ours * 1e3:.3f}", f"{theirs * 1e3:.3f}", f"{ours / theirs:.2f}×",
+                  f"{100 * row[f'{mode} gc']:.0f} %"]  # fmt: skip
+    if memory:
+        for mode in ("forward", "gradient"):
+            cells += [f"{v:.1f}" for v in row[f"{mode} MiB"]]
+    print("| " + " | ".join(cells) + " |", flush=True)
+
+
+def _header(memory: bool) -> None:
+    columns = ["program", "dtype", "forward tadiff ms", "forward torch ms", "forward ratio",
+               "forward tadiff gc", "fwd+grad tadiff ms", "fwd+grad torch ms", "fwd+grad ratio",
+               "fwd+grad tadiff gc"]  # fmt: skip
+    if memory:
+        columns += ["fwd MiB tadiff", "fwd MiB torch", "fwd+grad MiB tadiff",
+                    "fwd+grad MiB torch"]  # fmt: skip
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * 2 + "---:|" * (len(columns) - 2))
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for name in ("torch", "tadiff"):
+        spec = importlib.util.find_spec(name)
+        versions[name] = importlib.metadata.version(name) if spec else "not installed"
+    return (
+        f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, NumPy "
+        f"{np.__version__}, torch {versions['torch']}, tadiff {versions['tadiff']}; one thread"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--programs", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--memory", action="store_true", help="also peak memory per cell")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        print(_memory_child(*json.loads(args.memory_child)))
+        return 0
+    if args.worker:
+        _worker(args.worker)
+        return 0
+    names = [n for n in args.programs.split(",") if n] or list(_alias().NAMES)
+    print(f"Machine: {_machine()}")
+    print(f"Load average at start: {os.getloadavg()[0]:.2f}\n")
+    print(f"**PyTorch programs, tadiff vs torch eager (median of {args.repeats}, ms per call)**\n")
+    _header(args.memory)
+    rows = run(names, args.repeats, args.memory)
+    print(f"\nLoad average at end: {os.getloadavg()[0]:.2f}")
+    for mode, goal in GOALS.items():
+        over = [f"{r['program']} {r['dtype']} ({r[mode][0] / r[mode][1]:.2f}×)" for r in rows
+                if r[mode][0] / r[mode][1] > goal]  # fmt: skip
+        label = "forward" if mode == "forward" else "forward+gradient"
+        print(f"{label} above {goal}× torch: {', '.join(over) if over else 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
