@@ -158,3 +158,26 @@ def test_auto_takes_numba_for_large_stages_and_numpy_for_convolutions():
     plan = plan_program(conv, {"x": (8, 16, 28, 28), "w": (16, 16, 3, 3)}, np.float32)
     assert plan.cost >= AUTO_NUMBA_MIN_WORK and stage_backends(plan, "auto") == ["numpy"]
     assert stage_backends(plan, "numba") == ["numba"]
+
+
+def test_auto_keeps_wide_contractions_on_blas_and_depthwise_ones_on_loops():
+    """A small-image convolution the window lowering does not take is still a wide matrix
+    product (sides 1024, 16 and 72: BLAS); a depthwise one has a side of width 1 (loops)."""
+    pytest.importorskip("numba")
+    from tadiff.index.compile.lower import AUTO_NUMBA_MIN_WORK, stage_backends
+    from tadiff.index.compile.schedule import plan_program
+
+    conv = define(CONV2D)
+    shapes = {"x": (64, 8, 10, 10), "w": (16, 8, 3, 3)}
+    dy = {"dy": conv.output_shape(**shapes)}
+    for fn in (conv, conv.grad("x"), conv.grad("w")):
+        plan = plan_program(fn, {a: {**shapes, **dy}[a] for a in fn.args}, np.float32)
+        assert plan.cost >= AUTO_NUMBA_MIN_WORK, fn
+        assert stage_backends(plan, "auto") == ["numpy"], fn
+    depthwise = define("y[b,c,t] = sum[k](x[b,c,2*t+k] * w[c,k])")
+    shapes = {"x": (4, 64, 1024), "w": (64, 7)}
+    dy = {"dy": depthwise.output_shape(**shapes)}
+    for fn in (depthwise, depthwise.grad("x"), depthwise.grad("w")):
+        plan = plan_program(fn, {a: {**shapes, **dy}[a] for a in fn.args}, np.float32)
+        assert plan.cost >= AUTO_NUMBA_MIN_WORK, fn
+        assert stage_backends(plan, "auto") == ["numba"], fn
