@@ -152,20 +152,23 @@ class _Search:
                 lower = [r for r in ineqs if r[0].get(v, 0) > 0]
                 upper = [r for r in ineqs if r[0].get(v, 0) < 0]
                 if not lower or not upper:  # unbounded on one side: v can satisfy its rows
-                    best = (v, lower, upper, True, -1)
+                    best = ((-1,), v, lower, upper, None)
                     break
                 exact = all(r[0][v] == 1 for r in lower) or all(r[0][v] == -1 for r in upper)
-                score = (not exact, len(lower) * len(upper))
-                if best is None or score < best[4]:
-                    best = (v, lower, upper, exact, score)
-            v, lower, upper, exact, _ = best
+                # splinters needed on either side (few where that side's coefficients are small)
+                sides = [(_splinters(lower, upper, v), lower), (_splinters(upper, lower, v), upper)]
+                count, side = min(sides, key=lambda t: t[0])
+                score = (0 if exact else 1, 0 if exact else count, len(lower) * len(upper))
+                if best is None or score < best[0]:
+                    best = (score, v, lower, upper, None if exact else side)
+            _, v, lower, upper, side = best
             rest = [r for r in ineqs if v not in r[0]]
             if not lower or not upper:
                 ineqs = rest
                 continue
             real = [_combine(lo, up, v, 0) for lo in lower for up in upper]
             self.spend(len(real))
-            if exact:
+            if side is None:  # exact: the real shadow is the integer projection
                 ineqs = rest + real
                 continue
             dark = [
@@ -177,15 +180,24 @@ class _Search:
                 return True
             if not self.inequalities(rest + real):
                 return False
-            # splinters: a point in the real shadow but not the dark one lies close to a lower
-            # bound, a*v = low + j with 0 <= j <= (m*a - a - m)/m (m: largest upper coefficient)
-            m = max(-r[0][v] for r in upper)
-            for coeffs, const in lower:
-                a = coeffs[v]
+            # splinters: a point in the real shadow but not the dark one lies close to a bound
+            # of one side, |a|*v = bound + j with 0 <= j <= (m*|a| - |a| - m)/m (m: the largest
+            # coefficient of the other side)
+            other = upper if side is lower else lower
+            m = max(abs(r[0][v]) for r in other)
+            self.spend(_splinters(side, other, v))
+            for coeffs, const in side:
+                a = abs(coeffs[v])
                 for j in range((m * a - a - m) // m + 1):
                     if self.solve([(coeffs, const - j)], ineqs):
                         return True
             return False
+
+
+def _splinters(side: list[_Row], other: list[_Row], var: str) -> int:
+    """How many equalities the splinters of ``side`` try."""
+    m = max(abs(r[0][var]) for r in other)
+    return sum(max(0, (m * abs(r[0][var]) - abs(r[0][var]) - m) // m + 1) for r in side)
 
 
 def _mod_hat(a: int, m: int) -> int:
