@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 import tadiff as td
+from tadiff.utils.progress import progress, set_quiet
 
 
 def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
@@ -112,7 +113,9 @@ def _workloads(m: Any, size: int, as_tensor: Callable[..., Any]) -> dict[str, tu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args()
+    set_quiet(args.quiet)
     try:
         import torch
     except ImportError:
@@ -132,7 +135,7 @@ def main() -> None:
     for size in (1, 100):
         ours = _workloads(td, size, td_tensor)
         theirs = _workloads(torch, size, torch_tensor) if torch is not None else {}
-        for name, (fn, n_ops) in ours.items():
+        for name, (fn, n_ops) in progress(ours.items(), desc=f"workloads of {size}"):
             t_ours = _median_seconds(fn, args.repeats) / n_ops * 1e6
             if name in theirs:
                 t_theirs = _median_seconds(theirs[name][0], args.repeats) / n_ops * 1e6

@@ -62,6 +62,7 @@ import torch  # noqa: E402
 
 from tadiff.structured import householder as hh  # noqa: E402
 from tadiff.torch.householder import householder_apply as torch_fasth  # noqa: E402
+from tadiff.utils.progress import progress, set_quiet  # noqa: E402
 
 M = 32  # columns of X; --m changes it
 SLOW_LIMIT_S = 2.0  # a method whose single call took longer at d/2 is skipped at d (cost ~ d³)
@@ -87,7 +88,8 @@ def _interleaved_times(fns, budget_s=0.25, min_reps=3, max_reps=15, burst_s=0.02
         calls = max(1, int(burst_s / first))
         rounds = int(min(max_reps, max(min_reps, budget_s / (first * calls))))
         plan[key] = (calls, rounds)
-    for r in range(max((rounds for _, rounds in plan.values()), default=0)):
+    most = max((rounds for _, rounds in plan.values()), default=0)
+    for r in progress(range(most), desc=f"rounds of {len(fns)} timings"):
         for key, fn in fns.items():
             calls, rounds = plan[key]
             if r < rounds:
@@ -579,7 +581,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dims", default="64,128,256,512,1024,2048")
-    parser.add_argument("--m", type=int, default=32, help="columns of X (the issue's table: 32)")
+    parser.add_argument("--m", type=int, default=32, help="columns of X (default 32)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--no-sweep", action="store_true", help="skip the block-size sweep")
     parser.add_argument(
@@ -591,7 +593,9 @@ def main():
     parser.add_argument("--no-rnn", action="store_true", help="skip the orthogonal-RNN table")
     parser.add_argument("--no-func", action="store_true", help="skip the torch.func table")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (NumPy skipped)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args()
+    set_quiet(args.quiet)
     M = args.m
     torch.set_num_threads(args.threads)
     if args.device != "cpu":

@@ -528,7 +528,11 @@ def main() -> None:
                 if not args.quiet:
                     print(f"[memory] {w} {m} ...", file=sys.stderr, flush=True)
                 r = _spawn("memory", w, [m], 1, args)
-                cells.append(f"{r['peak_mb']:.0f}" if "peak_mb" in r else r.get("note", "—"))
+                if "peak_mb" in r:
+                    mb = r["peak_mb"]
+                    cells.append(f"{mb:.1f}" if mb < 10 else f"{mb:.0f}")
+                else:
+                    cells.append(r.get("note", "—"))
             print(f"| {w} | " + " | ".join(cells) + " |")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 

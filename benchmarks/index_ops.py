@@ -32,8 +32,9 @@ import tadiff as td
 from tadiff.index import define
 from tadiff.index.compile import clear_cache, kernel, stats
 from tadiff.index.compile._affine import integer_form
-from tadiff.index.compile.vectorized import _product_factors
+from tadiff.index.compile.rewrite import product_factors
 from tadiff.index.expr import Access, Sum
+from tadiff.utils.progress import progress, set_quiet
 
 SIZES = {
     # batch, channels in, channels out, image side, conv1d length
@@ -138,7 +139,7 @@ def table_engine(size: str, repeats: int, backends: list[str], only: str | None 
         rule += "---:|---:|"
     print(head)
     print(rule)
-    for name, source, arrays64, torch_fn in _cases(size):
+    for name, source, arrays64, torch_fn in progress(_cases(size), desc="engine ops"):
         if only is not None and only not in name:
             continue
         arrays = {k: v.astype(np.float32) for k, v in arrays64.items()}
@@ -179,7 +180,7 @@ def scatter_vjp(f, wrt: str, arrays: dict, dy: np.ndarray) -> np.ndarray:
     shapes = {k: v.shape for k, v in arrays.items()}
     params = f._params(shapes)
     out_shape = f.output_shape(**shapes)
-    scale, (body,) = _product_factors(f.body)
+    scale, (body,) = product_factors(f.body)
     names, ranges = list(f.out_vars), list(out_shape)
     while isinstance(body, Sum):
         lo = max(-((-c) // d) for _, c, d in (integer_form(b, params) for b in body.lower))
@@ -188,7 +189,7 @@ def scatter_vjp(f, wrt: str, arrays: dict, dy: np.ndarray) -> np.ndarray:
         ranges.append(hi - lo + 1)
         body = body.body
         assert lo == 0
-    inner, factors = _product_factors(body)
+    inner, factors = product_factors(body)
     grids = dict(zip(names, np.indices(ranges, sparse=True), strict=True))
 
     def index(access: Access) -> tuple:
@@ -252,8 +253,8 @@ def _gather_row(f, wrt: str, args: dict, label: str, dims: tuple, repeats: int) 
     row += f"{tn * 1e3:.2f} ms | {ts * 1e3:.1f} ms | {ts / min(tg, tn):.0f}x |"
     if label != "tiny":
         return row + " — | — |"
-    np.testing.assert_allclose(g(**args), compiled(args), rtol=1e-12, atol=1e-12)
-    ti = _median_time(lambda: g(**args), 1)
+    np.testing.assert_allclose(g.reference(**args), compiled(args), rtol=1e-12, atol=1e-12)
+    ti = _median_time(lambda: g.reference(**args), 1)
     return row + f" {ti * 1e3:.0f} ms | {ti / min(tg, tn):.0f}x |"
 
 
@@ -282,7 +283,9 @@ def main() -> None:
     parser.add_argument(
         "--only", metavar="SUBSTRING", help="time only the engine rows whose name contains it"
     )
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args()
+    set_quiet(args.quiet)
     size, repeats = ("quick", 3) if args.quick else (args.size, args.repeats)
     backends = ["auto"] if args.no_numba else ["auto", "numba"]
     # other jobs on the machine move the ratios: the load average says how busy it was

@@ -26,6 +26,7 @@ import time
 
 from tadiff.intlinalg import Affine, IntegerSolver, enumerate_points
 from tadiff.intlinalg.fourier_motzkin import _eliminate
+from tadiff.utils.progress import progress, set_quiet
 
 
 def _system(rng: random.Random, m: int, n: int):
@@ -77,7 +78,9 @@ def _median_time(fn, args, repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 repeats instead of 5")
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args()
+    set_quiet(args.quiet)
     repeats = 3 if args.quick else 5
     rng = random.Random(2024)
     print(
@@ -85,7 +88,7 @@ def main() -> None:
         "build textbook ms | ratio | enumerate tadiff ms | enumerate textbook ms | ratio |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for m, n in [(1, 3), (2, 4), (1, 4), (2, 5), (1, 5)]:
+    for m, n in progress([(1, 3), (2, 4), (1, 4), (2, 5), (1, 5)], desc="workloads"):
         systems = [_system(rng, m, n) for _ in range(8)]
         nests = {p: _build(systems, p) for p in (True, False)}
         for (_, _, values), fast, slow in zip(systems, nests[True], nests[False], strict=True):

@@ -40,6 +40,7 @@ import tadiff  # noqa: E402
 from tadiff.structured.sinkhorn import sinkhorn as engine_sinkhorn  # noqa: E402
 from tadiff.structured.sinkhorn import sinkhorn_forward  # noqa: E402
 from tadiff.torch.sinkhorn import sinkhorn  # noqa: E402
+from tadiff.utils.progress import progress, set_quiet  # noqa: E402
 
 METHODS = ["implicit", "implicit-2n", "direct", "unrolled"]
 ENGINE_METHODS = ["implicit (tadiff engine)", "unrolled (tadiff engine)"]
@@ -154,7 +155,10 @@ def run_cpu(batch, sizes, iters_list, repeats, methods):
     for m in methods:  # first calls (thread pools, lazy imports) are not part of any timing
         _time_backward(m, torch.rand(2, 3, 3), torch.randn(2, 3, 3), 2, 1)
     rows = []
-    for n, iters, X, G, active in _configs(batch, sizes, iters_list, methods):
+    configs = _configs(batch, sizes, iters_list, methods)
+    for n, iters, X, G, active in progress(
+        configs, desc="sizes", total=len(sizes) * len(iters_list)
+    ):
         med = {m: None for m in methods}
         for m in active:
             med[m] = _time_backward(m, X, G, iters, repeats)
@@ -246,7 +250,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed passes (5)")
     parser.add_argument("--memory-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--methods", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args()
+    set_quiet(args.quiet)
     torch.set_num_threads(1)
     args.batch = args.batch or (1024 if args.quick else 16384)
     sizes, iters_list = [4, 8, 16, 32], [20, 100]

@@ -32,6 +32,7 @@ import time
 import torch
 
 import tadiff.torch as tdt
+from tadiff.utils.progress import progress, set_quiet
 
 
 def _median_ms(fns: dict, rounds: int, burst: int) -> dict:
@@ -39,7 +40,7 @@ def _median_ms(fns: dict, rounds: int, burst: int) -> dict:
     for fn in fns.values():  # warm up (caches, allocator, lazy init)
         fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
+    for _ in progress(range(rounds), desc=f"rounds of {len(fns)} timings"):
         for name, fn in fns.items():
             start = time.perf_counter()
             for _ in range(burst):
@@ -209,7 +210,9 @@ def _table(title, rows, baseline_cols):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few rounds (smoke)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args()
+    set_quiet(args.quiet)
     torch.set_num_threads(1)
     rounds, burst = (3, 2) if args.quick else (9, 5)
     start = time.perf_counter()
@@ -222,7 +225,7 @@ def main() -> None:
     _table("Sinkhorn layer", sk, ["unrolled torch"])
     _table("function() bridge", _function_rows(rounds, burst), ["torch ops"])
     conv = _conv_rows(rounds, burst)
-    if conv and torch.cuda.is_available():  # not measured yet: no GPU in the sessions so far
+    if conv and torch.cuda.is_available():  # not measured yet: no GPU so far
         conv += _conv_rows(rounds, burst, device="cuda")
     if conv:
         _table("Index-notation convolution", conv, ["torch conv1d"])

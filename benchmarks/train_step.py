@@ -42,6 +42,7 @@ import tadiff as td  # noqa: E402
 import tadiff.nn  # noqa: E402 - binds td.nn even before tadiff re-exports it
 import tadiff.optim  # noqa: E402
 from tadiff.errors import MissingDependencyError  # noqa: E402
+from tadiff.utils.progress import progress, set_quiet  # noqa: E402
 
 SIZES = (784, 256, 256, 10)
 
@@ -147,7 +148,7 @@ def _measure(steps: dict, repeats: int, warmup: int = 5):
     losses = {name: [] for name in steps}
     times = {name: [] for name in steps}
     parts = {name: [] for name in steps}
-    for i in range(warmup + repeats):
+    for i in progress(range(warmup + repeats), desc="steps"):
         for name, step in steps.items():
             loss, split = step()
             losses[name].append(loss)
@@ -162,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=_THREADS)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
     args = parser.parse_args(argv)
+    set_quiet(args.quiet)
     try:
         import torch
     except ImportError:

@@ -23,6 +23,7 @@ import numpy as np
 import tadiff as td
 import tadiff.nn as nn
 import tadiff.optim as optim
+from tadiff.utils.progress import progress
 
 TARGET_ACCURACY = 0.93
 CLASSES = ("horizontal bar", "vertical bar", "plus", "square")
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="show no progress while training")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         order = rng.permutation(len(train_x))
         total_loss = 0.0
-        for b in range(batches):
+        for b in progress(range(batches), desc=f"epoch {epoch}", quiet=args.quiet):
             index = order[b * args.batch_size : (b + 1) * args.batch_size]
             loss = nn.functional.cross_entropy(
                 model(td.tensor(train_x[index])), td.tensor(train_y[index])

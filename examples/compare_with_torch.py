@@ -20,6 +20,7 @@ import numpy as np
 import tadiff as td
 import tadiff.nn as nn
 import tadiff.optim as optim
+from tadiff.utils.progress import progress
 
 
 def spirals(n: int, classes: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="show no progress while training")
     args = parser.parse_args(argv)
     try:
         import torch
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.dtype}, {args.optimizer}, {len(points)} points, batches of 30\n")
     print(f"{'epoch':>5}  {'tadiff loss':>14}  {'torch loss':>14}  {'|difference|':>12}")
     worst = 0.0
-    for epoch in range(1, args.epochs + 1):
+    for epoch in progress(range(1, args.epochs + 1), desc="epochs", quiet=args.quiet):
         order = rng.permutation(len(points))
         ours_total = theirs_total = 0.0
         for start in range(0, len(points), 30):

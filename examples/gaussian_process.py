@@ -28,6 +28,7 @@ import numpy as np
 
 import tadiff as td
 import tadiff.optim as optim
+from tadiff.utils.progress import progress
 
 TRUE_NOISE = 0.1
 
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="show no progress while training")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     x, y = make_data(80, rng)
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     opt = optim.Adam([params], lr=0.05)
     xt, yt = td.tensor(x), td.tensor(y)
     first = None
-    for step in range(args.steps):
+    for step in progress(range(args.steps), desc="Adam steps", quiet=args.quiet):
         opt.zero_grad()
         loss = nll(td, params, xt, yt)
         loss.backward()

@@ -25,6 +25,7 @@ import numpy as np
 import tadiff as td
 import tadiff.nn as nn
 import tadiff.optim as optim
+from tadiff.utils.progress import progress
 
 DIGITS = 5
 TARGET_ACCURACY = 0.99
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="show no progress while training")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     model = Adder()
     optimizer = optim.Adam(model.parameters(), lr=0.02)
     start = time.perf_counter()
-    for step in range(1, args.steps + 1):
+    for step in progress(range(1, args.steps + 1), desc="steps", quiet=args.quiet):
         inputs, targets = make_sums(args.batch_size, rng)
         logits = model(td.tensor(inputs))
         loss = nn.functional.cross_entropy(logits.reshape(-1, 10), td.tensor(targets.ravel()))

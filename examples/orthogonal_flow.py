@@ -24,6 +24,7 @@ import tadiff as td
 from tadiff.nn.module import Module, Parameter
 from tadiff.nn.orthogonal import Orthogonal
 from tadiff.optim import Adam
+from tadiff.utils.progress import progress
 
 D = 8
 
@@ -89,6 +90,7 @@ def gaussian_nll(train: np.ndarray, test: np.ndarray) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description="normalizing flow with FastH orthogonal layers")
     parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--quiet", action="store_true", help="show no progress while training")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     td.manual_seed(0)
@@ -98,7 +100,7 @@ def main() -> None:
     flow = Flow()
     opt = Adam(flow.parameters(), lr=0.02)
     t0 = time.perf_counter()
-    for step in range(args.steps + 1):
+    for step in progress(range(args.steps + 1), desc="steps", quiet=args.quiet):
         idx = rng.integers(0, len(train), 512)
         loss = flow.nll(td.tensor(train[idx]))
         opt.zero_grad()

@@ -13,9 +13,17 @@ def test_version_flag_prints_package_version(capsys):
     assert capsys.readouterr().out.strip() == f"tadiff {tadiff.__version__}"
 
 
+def test_python_dash_m_tadiff_is_the_command_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "tadiff", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"tadiff {tadiff.__version__}"
+
+
 def test_demo_runs_and_all_self_checks_pass():
     result = subprocess.run(
-        [sys.executable, "-m", "tadiff.cli", "demo"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "tadiff", "demo"], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All self-checks passed." in result.stdout

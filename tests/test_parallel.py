@@ -1,9 +1,10 @@
-"""``tadiff.parallel``: the thread controls and the block loops that run on OpenBLAS's threads.
+"""``tadiff.parallel``: the thread controls (BLAS through threadpoolctl, fewer threads while
+other processes keep cores busy) and the block loops on tadiff's own helper threads.
 
 The block loops are checked for what a caller relies on: every block runs exactly once, on
-more than one thread where NumPy's OpenBLAS has threads of its own, with one BLAS thread per
-product while they run and the BLAS thread count restored afterwards (also when a worker
-raises); nested and concurrent loops run in their calling threads; a forked child works.
+more than one thread, with one BLAS thread per product while they run and the BLAS thread count
+restored afterwards (also when a worker raises); a helper that cannot start is not waited for;
+nested and concurrent loops run in their calling threads; a forked child works.
 The kernels built on them are checked against the interpreter in
 ``tests/index/test_compile_window_gemm.py`` (the "threads" variants).
 """
@@ -11,6 +12,7 @@ The kernels built on them are checked against the interpreter in
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
 import sys
 import threading
 import time
@@ -22,18 +24,27 @@ import tadiff as td
 from tadiff import parallel
 from tadiff.errors import InputError
 
-INFO = parallel.blas_info()
-PARALLEL = bool(INFO["parallel"]) and (INFO["blas_threads"] or 0) >= 2
-needs_threads = pytest.mark.skipif(
-    not PARALLEL, reason="NumPy's BLAS is not OpenBLAS with threads of its own"
+CORES = parallel._cores()
+needs_two_cores = pytest.mark.skipif(CORES < 2, reason="one core: no second thread to share")
+needs_blas_control = pytest.mark.skipif(
+    not parallel._blas_controllers(), reason="threadpoolctl finds no BLAS library to control"
 )
+
+
+def _blas_threads() -> list[int]:
+    return [c.get_num_threads() for c in parallel._blas_controllers()]
 
 
 @pytest.fixture
 def two_threads(monkeypatch):
-    """Two threads for every loop, however little work a block does."""
+    """Two threads for every loop, however little work a block does or how busy the cores."""
     monkeypatch.setattr(parallel, "_requested", 2)
+    monkeypatch.setattr(parallel, "_dynamic", False)
     monkeypatch.setattr(parallel, "_MIN_BLOCK_FLOPS", 0)
+    parallel.sync_threads(force=True)
+    yield
+    monkeypatch.undo()
+    parallel.sync_threads(force=True)
 
 
 def _recorder(log: list, sleep: float = 0.0):
@@ -54,10 +65,39 @@ def test_set_num_threads_returns_the_previous_value_and_is_exported(monkeypatch)
     monkeypatch.setattr(parallel, "_requested", None)
     default = td.get_num_threads()
     assert default >= 1
-    assert td.set_num_threads(3) == default
-    assert td.get_num_threads() == parallel.get_num_threads() == 3
-    assert td.set_num_threads(1) == 3
+    try:
+        assert td.set_num_threads(3) == default
+        assert td.get_num_threads() == parallel.get_num_threads() == 3
+        assert td.set_num_threads(1) == 3
+    finally:
+        monkeypatch.undo()
+        parallel.sync_threads(force=True)
     assert {"get_num_threads", "set_num_threads", "parallel"} <= set(td.__all__)
+
+
+@needs_blas_control
+def test_set_num_threads_governs_numpy_blas(monkeypatch):
+    monkeypatch.setattr(parallel, "_dynamic", False)
+    previous = td.set_num_threads(1)
+    try:
+        assert _blas_threads() and set(_blas_threads()) == {1}
+        assert parallel.threads_in_use() == 1
+        td.set_num_threads(2)
+        assert set(_blas_threads()) == {2}
+    finally:
+        td.set_num_threads(previous)
+
+
+def test_set_num_threads_governs_numba_kernels(monkeypatch):
+    numba = pytest.importorskip("numba")
+    monkeypatch.setattr(parallel, "_dynamic", False)
+    previous = td.set_num_threads(1)
+    try:
+        assert numba.get_num_threads() == 1
+        td.set_num_threads(2)
+        assert numba.get_num_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
+    finally:
+        td.set_num_threads(previous)
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2", None])
@@ -66,31 +106,104 @@ def test_set_num_threads_rejects_what_is_not_a_positive_int(bad, monkeypatch):
     with pytest.raises(InputError, match="positive int"):
         td.set_num_threads(bad)
     assert parallel._requested is None
+    with pytest.raises(InputError, match="must be a bool"):
+        parallel.set_dynamic(1)
 
 
-def test_environment_variable_sets_the_default(monkeypatch):
+def test_environment_variables_set_the_defaults(monkeypatch):
     monkeypatch.setattr(parallel, "_requested", None)
+    monkeypatch.setattr(parallel, "_dynamic", None)
+    caches = (parallel._default_threads, parallel._default_dynamic)
     monkeypatch.setenv("TADIFF_NUM_THREADS", "3")
-    parallel._default_threads.cache_clear()
+    monkeypatch.setenv("TADIFF_DYNAMIC_THREADS", "0")
+    for cache in caches:
+        cache.cache_clear()
     try:
-        assert td.get_num_threads() == 3
+        assert td.get_num_threads() == 3 and parallel.get_dynamic() is False
+        assert parallel.threads_in_use() == 3
         monkeypatch.setenv("TADIFF_NUM_THREADS", "zero")
-        parallel._default_threads.cache_clear()
+        monkeypatch.setenv("TADIFF_DYNAMIC_THREADS", "2")
+        for cache in caches:
+            cache.cache_clear()
         with pytest.raises(InputError, match=r"\$TADIFF_NUM_THREADS.*'zero'"):
             td.get_num_threads()
+        with pytest.raises(InputError, match=r"\$TADIFF_DYNAMIC_THREADS must be 0 or 1.*'2'"):
+            parallel.get_dynamic()
     finally:
-        monkeypatch.delenv("TADIFF_NUM_THREADS")
-        parallel._default_threads.cache_clear()
+        monkeypatch.undo()
+        for cache in caches:
+            cache.cache_clear()
 
 
 def test_blas_info_is_consistent():
     info = parallel.blas_info()
-    assert set(info) == {"library", "blas_threads", "parallel", "num_threads"}
-    if info["parallel"]:
-        assert info["library"] and info["blas_threads"] >= 1
-    else:
-        assert parallel.threads_for(100) == 1
+    assert set(info) == {"libraries", "num_threads", "threads_in_use", "dynamic"}
+    for lib in info["libraries"]:
+        assert lib["library"] and lib["path"] and lib["threads"] >= 1
     assert info["num_threads"] == td.get_num_threads()
+    assert 1 <= info["threads_in_use"] <= info["num_threads"]
+
+
+def _fake_load(monkeypatch, others_busy: float, cores: int = 4):
+    """Make the load sampler see ``cores`` cores of which other processes use ``others_busy``
+    (in cores), with this process using one more, over each 1 s interval."""
+    clock = {"t": 0.0, "busy": 0, "total": 0, "own": 0}
+
+    def cpu_times(cpus):
+        clock["busy"] += int(100 * (others_busy + 1))
+        clock["total"] += 100 * cores
+        return clock["busy"], clock["total"]
+
+    def own_ticks():
+        clock["own"] += 100
+        return clock["own"]
+
+    def monotonic():
+        clock["t"] += 1.0
+        return clock["t"]
+
+    load = parallel._Load()
+    load.cpus, load.idle = frozenset(range(cores)), cores
+    monkeypatch.setattr(parallel, "_load", load)
+    monkeypatch.setattr(parallel, "_read_cpu_times", cpu_times)
+    monkeypatch.setattr(parallel, "_read_own_ticks", own_ticks)
+    monkeypatch.setattr(parallel.time, "monotonic", monotonic)
+    monkeypatch.setattr(parallel, "_requested", cores)
+    monkeypatch.setattr(parallel, "_dynamic", True)
+
+
+@pytest.mark.parametrize(
+    ("others_busy", "expected"), [(0.0, 4), (0.2, 4), (0.3, 3), (1.0, 3), (2.5, 1), (4.0, 1)]
+)
+def test_cores_other_processes_keep_busy_are_left_out(monkeypatch, others_busy, expected):
+    _fake_load(monkeypatch, others_busy)
+    assert parallel.threads_in_use() == 4  # no interval measured yet: every core
+    assert parallel.threads_in_use() == expected
+    parallel.set_dynamic(False)
+    assert parallel.threads_in_use() == 4
+    monkeypatch.undo()
+    parallel.sync_threads(force=True)
+
+
+@needs_two_cores
+@pytest.mark.skipif(sys.platform != "linux", reason="the load is read from /proc/stat")
+def test_a_busy_process_takes_a_thread_away(monkeypatch):
+    # a real CPU-bound process: after a sampling interval with it running, one core less
+    monkeypatch.setattr(parallel, "_requested", CORES)
+    monkeypatch.setattr(parallel, "_dynamic", True)
+    monkeypatch.setattr(parallel, "_load", parallel._Load())
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        parallel.threads_in_use()  # the first sample
+        time.sleep(3 * parallel._SAMPLE_SECONDS)
+        in_use = parallel.threads_in_use()
+    finally:
+        hog.kill()
+        hog.wait()
+        monkeypatch.undo()
+        parallel.sync_threads(force=True)
+    assert 1 <= in_use <= CORES - 1
 
 
 @pytest.mark.parametrize("count", [1, 2, 7, 40])
@@ -101,7 +214,7 @@ def test_every_block_runs_exactly_once(count, two_threads):
     assert 1 <= len(workers) <= 2
 
 
-@needs_threads
+@needs_two_cores
 def test_blocks_are_shared_between_two_threads(two_threads):
     log: list = []
     parallel.run_blocks(20, _recorder(log, sleep=0.002))
@@ -120,23 +233,22 @@ def test_small_blocks_and_one_thread_stay_in_the_calling_thread(monkeypatch):
     assert parallel.threads_for(10, 1.0) == 1
 
 
-@needs_threads
+@needs_blas_control
 def test_one_blas_thread_inside_the_loop_and_the_count_restored_after(two_threads):
-    blas = parallel._blas()
-    before = blas.get_threads()
+    before = _blas_threads()
+    assert set(before) == {2}
     seen = []
 
     def make_worker():
-        return lambda i: seen.append(blas.get_threads())
+        return lambda i: seen.append(_blas_threads())
 
     parallel.run_blocks(6, make_worker)
-    assert seen and set(seen) == {1}
-    assert blas.get_threads() == before
+    assert len(seen) == 6 and all(set(s) == {1} for s in seen)
+    assert _blas_threads() == before
 
 
 def test_a_worker_error_reaches_the_caller_and_everything_is_restored(two_threads):
-    blas = parallel._blas()
-    before = blas.get_threads() if blas is not None else None
+    before = _blas_threads()
 
     def make_worker():
         def work(i: int) -> None:
@@ -148,11 +260,30 @@ def test_a_worker_error_reaches_the_caller_and_everything_is_restored(two_thread
 
     with pytest.raises(ValueError, match="block 3 is bad"):
         parallel.run_blocks(12, make_worker)
-    if blas is not None:
-        assert blas.get_threads() == before
+    assert _blas_threads() == before
     log: list = []
     parallel.run_blocks(5, _recorder(log))  # the machinery still works afterwards
     assert sorted(i for i, _ in log) == list(range(5))
+
+
+def test_a_helper_that_cannot_start_is_not_waited_for(two_threads):
+    # the only helper thread is kept busy: the caller takes every block and returns
+    parallel.run_blocks(2, _recorder([]))  # makes sure the helper thread exists
+    release, busy = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        busy.set()
+        release.wait(30)
+
+    parallel._helpers.submit(hold, 1)
+    assert busy.wait(10)
+    log: list = []
+    try:
+        parallel.run_blocks(6, _recorder(log))
+    finally:
+        release.set()
+    assert sorted(i for i, _ in log) == list(range(6))
+    assert {t for _, t in log} == {threading.get_ident()}
 
 
 def test_a_loop_inside_a_worker_runs_in_that_thread(two_threads):
@@ -173,8 +304,7 @@ def test_a_loop_inside_a_worker_runs_in_that_thread(two_threads):
 
 
 def test_concurrent_loops_from_two_python_threads(two_threads):
-    blas = parallel._blas()
-    before = blas.get_threads() if blas is not None else None
+    before = _blas_threads()
     logs: list[list] = [[], []]
     errors: list = []
 
@@ -193,8 +323,7 @@ def test_concurrent_loops_from_two_python_threads(two_threads):
     assert not errors and not any(t.is_alive() for t in threads)
     for log in logs:
         assert sorted(i for i, _ in log) == sorted(list(range(8)) * 5)
-    if blas is not None:
-        assert blas.get_threads() == before
+    assert _blas_threads() == before
 
 
 def _child(queue) -> None:  # pragma: no cover - runs in the forked child
@@ -206,6 +335,7 @@ def _child(queue) -> None:  # pragma: no cover - runs in the forked child
 
     parallel._MIN_BLOCK_FLOPS = 0
     parallel._requested = 2
+    parallel._dynamic = False
     f = define("y[b,o,h,v] = sum[c,i,j](x[b,c,2*h+i,2*v+j] * w[o,c,i,j])")
     rng = np.random.default_rng(0)
     x, w = rng.normal(size=(6, 3, 11, 9)), rng.normal(size=(4, 3, 3, 3))
@@ -240,6 +370,7 @@ def test_threaded_and_single_threaded_kernels_agree(monkeypatch):
     for mode in ("serial", "threads"):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(parallel, "_requested", 1 if mode == "serial" else 2)
+            mp.setattr(parallel, "_dynamic", False)
             mp.setattr(parallel, "_MIN_BLOCK_FLOPS", 0)
             results[mode] = [
                 lower_numpy(fn, {n: shapes[n] for n in fn.args}, np.float64)(
@@ -249,3 +380,23 @@ def test_threaded_and_single_threaded_kernels_agree(monkeypatch):
             ]
     for a, b in zip(results["serial"], results["threads"], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@needs_blas_control
+def test_small_products_run_on_one_blas_thread_and_large_ones_on_all(two_threads, monkeypatch):
+    with parallel.blas_threads_for(2 * 64**3):  # 0.5 MFLOP per product
+        assert set(_blas_threads()) == {1}
+    assert set(_blas_threads()) == {2}
+    with parallel.blas_threads_for(2 * 512**3):
+        assert set(_blas_threads()) == {2}
+    monkeypatch.setattr(parallel, "_MIN_BLOCK_FLOPS", 48e6)
+    here = threading.get_ident()
+    log: list = []  # a serial block loop of small blocks: one BLAS thread inside
+    parallel.run_blocks(
+        3, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())), flops=1e6
+    )
+    assert log and all(t == here and set(n) == {1} for t, n in log)
+    log.clear()  # one block of large products, in the calling thread: BLAS's threads
+    parallel.run_blocks(1, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())),
+                        flops=1e12)  # fmt: skip
+    assert log == [(here, [2])] and set(_blas_threads()) == {2}

@@ -186,3 +186,14 @@ def test_an_array_saved_by_several_nodes_is_drawn_once():
     assert consumers == ["MulBackward0", "MulBackward0", "TanhBackward0"]
     unnamed, _, _ = _parse(viz.to_dot(x.tanh().sum()))
     assert ["output of TanhBackward0", "saved float64 (2, 3)"] in unnamed.values()
+
+
+def test_render_or_dot_falls_back_to_the_dot_text(tmp_path, monkeypatch):
+    e = _seed_graph()[-1]
+    written, note = viz.render_or_dot(e, tmp_path / "graph.svg")
+    if viz.dot_available():
+        assert written == tmp_path / "graph.svg" and note is None
+    monkeypatch.setattr(viz, "dot_available", lambda: False)
+    written, note = viz.render_or_dot(e, tmp_path / "other.svg")
+    assert written == tmp_path / "other.dot" and "install graphviz" in note
+    assert written.read_text().startswith("digraph backward {")

@@ -23,6 +23,8 @@ from tadiff import (
     ops,
     optim,
     parallel,
+    random,
+    serialization,
     utils,
     viz,
 )
@@ -34,7 +36,6 @@ from tadiff.autograd.factories import (
     full,
     full_like,
     linspace,
-    manual_seed,
     multinomial,
     normal,
     ones,
@@ -228,6 +229,16 @@ from tadiff.ops import (
     where,
 )
 from tadiff.parallel import get_num_threads, set_num_threads
+from tadiff.random import (
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
+from tadiff.serialization import load, save
 from tadiff.structured.householder import householder_apply, householder_product
 from tadiff.structured.sinkhorn import sinkhorn
 
@@ -243,6 +254,7 @@ bool = _np.dtype("bool")
 __version__ = "0.1.0"
 
 __all__ = [
+    "Generator",
     "Tensor",
     "TensorFunction",
     "__version__",
@@ -295,6 +307,7 @@ __all__ = [
     "cumprod",
     "cumsum",
     "data",
+    "default_generator",
     "define",
     "det",
     "diag",
@@ -332,6 +345,7 @@ __all__ = [
     "gather",
     "ge",
     "get_num_threads",
+    "get_rng_state",
     "gt",
     "histc",
     "householder_apply",
@@ -341,6 +355,7 @@ __all__ = [
     "index_copy",
     "index_fill",
     "index_select",
+    "initial_seed",
     "int32",
     "int64",
     "intlinalg",
@@ -359,6 +374,7 @@ __all__ = [
     "lgamma",
     "linalg",
     "linspace",
+    "load",
     "log",
     "log1p",
     "log2",
@@ -418,6 +434,7 @@ __all__ = [
     "randint",
     "randn",
     "randn_like",
+    "random",
     "randperm",
     "reciprocal",
     "relu",
@@ -428,11 +445,15 @@ __all__ = [
     "roll",
     "round",
     "rsqrt",
+    "save",
     "scatter",
     "scatter_add",
     "searchsorted",
+    "seed",
+    "serialization",
     "set_grad_enabled",
     "set_num_threads",
+    "set_rng_state",
     "sigmoid",
     "sign",
     "sin",

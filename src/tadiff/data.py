@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff.autograd.factories import numpy_generator
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 
@@ -116,11 +117,11 @@ class ConcatDataset(Dataset):
         return self.datasets[k][index - start]
 
 
-def random_split(
-    dataset: Any, lengths: Sequence[float], generator: np.random.Generator | None = None
-) -> list[Subset]:
+def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None) -> list[Subset]:
     """Split into non-overlapping random subsets of the given ``lengths`` (counts summing to
-    ``len(dataset)``, or fractions summing to 1, remainders spread round-robin as torch does)."""
+    ``len(dataset)``, or fractions summing to 1, remainders spread round-robin as torch does).
+    The order is drawn from ``generator`` (a ``tadiff.Generator`` or NumPy ``Generator``), else
+    from the default generator (``td.manual_seed`` makes it reproducible)."""
     n = len(dataset)
     if all(0 <= f <= 1 for f in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) != n:
         counts = [math.floor(n * f) for f in lengths]
@@ -132,7 +133,7 @@ def random_split(
             f"random_split: lengths {list(lengths)} must be non-negative ints summing to the "
             f"dataset's size {n} (or fractions summing to 1)"
         )
-    order = (generator or np.random.default_rng()).permutation(n)
+    order = numpy_generator(generator, "random_split").permutation(n)
     bounds = np.cumsum([0, *[int(v) for v in lengths]])
     return [Subset(dataset, order[lo:hi].tolist()) for lo, hi in itertools.pairwise(bounds)]
 
@@ -172,7 +173,7 @@ class RandomSampler(Sampler):
         data_source: Any,
         replacement: bool = False,
         num_samples: int | None = None,
-        generator: np.random.Generator | None = None,
+        generator: Any = None,
     ):
         self.data_source = data_source
         self.replacement = replacement
@@ -186,7 +187,7 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
-        rng = self.generator or _global_rng()
+        rng = numpy_generator(self.generator, "RandomSampler")  # the default one for None
         n = len(self.data_source)
         if self.replacement:
             return iter(rng.integers(0, n, self.num_samples).tolist())
@@ -196,12 +197,6 @@ class RandomSampler(Sampler):
 
     def __len__(self) -> int:
         return self.num_samples
-
-
-def _global_rng() -> np.random.Generator:
-    from tadiff.autograd import factories
-
-    return factories._rng  # td.manual_seed seeds it
 
 
 class BatchSampler(Sampler):
@@ -285,7 +280,8 @@ class DataLoader:
         num_workers: accepted for torch's signature; loading happens in this process.
         collate_fn: turns a list of samples into a batch (default :func:`default_collate`).
         drop_last: drop a last batch smaller than ``batch_size``.
-        generator: a ``numpy.random.Generator`` for the shuffling.
+        generator: a ``tadiff.Generator`` or ``numpy.random.Generator`` for the shuffling
+            (default: the default generator).
 
     Example:
         >>> import tadiff as td
@@ -305,7 +301,7 @@ class DataLoader:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         pin_memory: bool = False,
         drop_last: bool = False,
-        generator: np.random.Generator | None = None,
+        generator: Any = None,
         **ignored: Any,
     ):
         if sampler is not None and shuffle:

@@ -258,3 +258,30 @@ def render(
             f"{result.stderr.decode(errors='replace').strip()}"
         )
     return path
+
+
+def render_or_dot(
+    graph: Tensor | Sequence[Tensor] | str, path: str | Path, **to_dot_options: Any
+) -> tuple[Path, str | None]:
+    """:func:`render`, or where Graphviz's ``dot`` is missing, the DOT text (which needs
+    nothing) written next to ``path`` with the suffix ``.dot``: what ``tadiff demo`` and the
+    examples do, so that a missing system package never stops them.
+
+    Returns:
+        ``(path written, note)``: the note is None when the picture was drawn, else a sentence
+        saying that the DOT text was written instead and how to install Graphviz.
+
+    Example:
+        >>> import tempfile, pathlib, tadiff as td
+        >>> x = td.tensor([1.0, 2.0], requires_grad=True)
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> written, note = render_or_dot((x * x).sum(), folder / "graph.svg")
+        >>> written.suffix == (".svg" if dot_available() else ".dot")
+        True
+    """
+    path = Path(path)
+    if dot_available() or path.suffix.lower() == ".dot":
+        return render(graph, path, **to_dot_options), None
+    written = render(graph, path.with_suffix(".dot"), **to_dot_options)
+    hint = _INSTALL_HINT.split(" ;")[0]
+    return written, f"graphviz `dot` not found: wrote the DOT text instead of {path.name}; {hint}"

@@ -35,7 +35,8 @@ def test_conv2d_derives_and_compiles_once_then_only_hits_the_cache():
     again = stats()
     assert again["derivations"] == 2 and again["compilations"] == 3
     assert again["compile_seconds"] == first["compile_seconds"]
-    assert again["cache_hits"] == first["cache_hits"] + 9
+    # per step: the forward's kernel and the gradients' (both derivatives are one cache entry)
+    assert again["cache_hits"] == first["cache_hits"] + 6
     # the same text defined again shares the kernels (the body is hash-consed)
     _train_step(define(CONV2D), x, w)
     assert stats()["compilations"] == 3

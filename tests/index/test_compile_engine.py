@@ -128,3 +128,23 @@ def test_no_grad_records_nothing_and_backward_skips_unneeded_inputs():
     f(x=x, w=w).sum().backward()
     assert w.grad is None
     assert x.grad.data.tolist() == [1.0, 2.0, 2.0, 2.0, 1.0]
+
+
+def test_the_output_is_saved_only_where_a_derivative_reads_it():
+    # as torch: exp saves its output, a product does not; modifying a saved output in place
+    # before the backward is an error, modifying an unsaved one is not
+    from tadiff.errors import AutogradError
+
+    x = td.tensor(np.array([0.5, 1.0, 2.0]), requires_grad=True)
+    w = td.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    product = define("y[i] = x[i] * w[i]")
+    y = product(x=x, w=w)
+    y.mul_(2.0)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.data, 2 * w.data)
+    exponential = define("y[i] = exp(x[i])")
+    assert exponential.grad_reads_output("x") and not product.grad_reads_output("x")
+    y = exponential(x=x)
+    y.mul_(2.0)
+    with pytest.raises(AutogradError, match="modified by an inplace operation"):
+        y.sum().backward()

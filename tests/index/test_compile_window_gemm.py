@@ -41,11 +41,11 @@ _BLOCKS = "copied per block"
 
 
 def _many_threads(monkeypatch) -> None:
-    """Every block loop on two threads, none too small: at these sizes the threads would
-    otherwise never run. Where NumPy's BLAS offers no threads of its own, the loops stay
-    serial and the same checks run again."""
+    """Every block loop on two threads, none too small and whatever the load: at these sizes
+    the threads would otherwise never run."""
     monkeypatch.setattr(parallel, "_MIN_BLOCK_FLOPS", 0)
     monkeypatch.setattr(parallel, "_requested", 2)
+    monkeypatch.setattr(parallel, "_dynamic", False)
 
 
 @pytest.fixture(params=["chosen", "blocks", "views", "blocks threads"])
@@ -387,10 +387,8 @@ def test_float32_engine_convolution_matches_torch(stride, dilation):
 
 # -- threads, shared residue classes ------------------------------------------------------------
 
-_PARALLEL = parallel.blas_info()["parallel"] and (parallel.blas_info()["blas_threads"] or 0) >= 2
 
-
-@pytest.mark.skipif(not _PARALLEL, reason="NumPy's BLAS has no threads of its own to run on")
+@pytest.mark.skipif(parallel._cores() < 2, reason="one core: no second thread to run on")
 def test_forced_threads_really_run_block_loops_on_two_threads(monkeypatch):
     # the "threads" variants above mean something only if the loops leave the calling thread
     import threading

@@ -298,12 +298,10 @@ def test_an_access_is_not_hoisted_out_of_a_where():
     np.testing.assert_array_equal(run_in_python(program, arrays), f.reference(**arrays))
 
 
-def test_numpy_lowering_stays_under_the_memory_budget():
-    # the kernel sum's iteration space is i x j x q = 2000 x 2000 x 8 float64: 256 MB at once
-    f = define("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])")
-    rng = np.random.default_rng(3)
-    arrays = {"a": rng.normal(size=(2000, 8)), "b": rng.normal(size=(2000, 8)), "v": np.ones(2000)}
-    previous = set_memory_budget(2**23)
+def _run_under_budget(f, arrays, budget):
+    """The NumPy kernel of ``f`` compiled under ``budget``, its result, and the peak of the
+    memory NumPy allocated while it ran (tracemalloc sees NumPy's allocations)."""
+    previous = set_memory_budget(budget)
     try:
         k = kernel(f, {n: a.shape for n, a in arrays.items()}, np.float64, "numpy")
         tracemalloc.start()
@@ -313,9 +311,144 @@ def test_numpy_lowering_stays_under_the_memory_budget():
     finally:
         set_memory_budget(previous)
     assert memory_budget() == previous
+    return k, got, peak
+
+
+def test_numpy_lowering_stays_under_the_memory_budget():
+    # the kernel sum's iteration space is i x j x q = 2000 x 2000 x 8 float64: 256 MB at once
+    f = define("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])")
+    rng = np.random.default_rng(3)
+    arrays = {"a": rng.normal(size=(2000, 8)), "b": rng.normal(size=(2000, 8)), "v": np.ones(2000)}
+    k, got, peak = _run_under_budget(f, arrays, 2**23)
     assert "chunks" in k.source
     # the budget with room for the chunk's output and NumPy's own temporaries of a reduction
     assert peak < 3 * 2**23, peak
     rows = slice(0, 7)
     small = {"a": arrays["a"][rows], "b": arrays["b"], "v": arrays["v"]}
     np.testing.assert_allclose(got[rows], f.reference(**small), rtol=1e-12)
+
+
+def test_derivatives_sharing_their_loops_are_one_nest():
+    # d/db and d/dv of the kernel sum both need exp(-|a_i - b_j|**2) for every pair (j, i):
+    # one pass over the pairs computes both, the exponential once
+    from tadiff.index.compile.schedule import plan_gradients
+
+    f = define(CORPUS[0][0])
+    shapes = {"a": (300, 4), "b": (200, 4), "v": (200,), "dout": (300,)}
+    plan = plan_gradients(f, ("a", "b", "v"), shapes, np.float32, {"out": (f, (300,))})
+    ((members, nest),) = plan.fused
+    assert {w for w, _ in members} == {"b", "v"}
+    apart = sum(plan.programs[w].stages[k].nest.cost for w, k in members)
+    assert nest.cost < 0.75 * apart
+    assert nest.text().count("exp(") == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_gradients_through_the_engine_match_the_interpreter(dtype):
+    pytest.importorskip("numba")
+    import tadiff as td
+
+    f = define(CORPUS[0][0]).using("numba")
+    rng = np.random.default_rng(6)
+    arrays = {"a": rng.normal(size=(7, 3)), "b": rng.normal(size=(5, 3)), "v": rng.normal(size=5)}
+    tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
+    y = f(**tensors)
+    g = rng.normal(size=y.shape)
+    y.backward(td.tensor(g.astype(dtype)))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for name, t in tensors.items():
+        expected = f.grad(name).reference(**arrays, dout=g)
+        assert t.grad.data.dtype == dtype
+        np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)
+
+
+def test_numpy_lowering_of_a_scalar_sum_stays_under_the_memory_budget():
+    # no output row to divide: the outermost sum's range is cut into pieces instead
+    f = define("s[] = sum[i](sum[j](exp(-(x[i] - z[j])**2)) * w[i])")
+    rng = np.random.default_rng(7)
+    arrays = {"x": rng.normal(size=3000), "z": rng.normal(size=3000), "w": rng.normal(size=3000)}
+    k, got, peak = _run_under_budget(f, arrays, 2**22)
+    assert "pieces" in k.source
+    assert peak < 3 * 2**22, peak  # the 72 MB pair matrix is never made whole
+    x, z, w = arrays["x"], arrays["z"], arrays["w"]
+    exact = sum(float(np.exp(-((x[i] - z) ** 2)).sum() * w[i]) for i in range(3000))
+    np.testing.assert_allclose(got, exact, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_inline_exponential_is_within_one_ulp(dtype):
+    # the Numba kernels' exp (inlined so loops of it vectorize) against the correctly rounded
+    # value: the float64 exp of float32 input rounded once is correctly rounded for float32;
+    # for float64 inputs NumPy's exp (itself within an ulp) is the reference, hence 2 ulp
+    pytest.importorskip("numba")
+    f = define("y[i] = exp(x[i])").using("numba")
+    lo, hi = (-104.0, 89.0) if dtype == np.float32 else (-746.0, 710.0)
+    grid = np.linspace(lo, hi, 400_001)
+    specials = [0.0, -0.0, 1e-30, -1e-30, np.inf, -np.inf, np.nan, lo - 1, hi + 1]
+    x = np.concatenate([grid, specials]).astype(dtype)
+    got = f.evaluate({"x": x})
+    with np.errstate(over="ignore"):
+        exact = np.exp(x.astype(np.float64)).astype(dtype)
+    finite = np.isfinite(exact) & (exact >= np.finfo(dtype).tiny)
+    ulps = np.abs(got[finite].astype(np.float64) - exact[finite]) / np.spacing(exact[finite])
+    assert ulps.max() <= (1.0 if dtype == np.float32 else 2.0), ulps.max()
+    # overflow, underflow, inf, nan behave as exp's
+    tail = got[-len(specials) :]
+    np.testing.assert_array_equal(tail[:4], [1.0, 1.0, 1.0, 1.0])
+    assert tail[4] == np.inf and tail[5] == 0.0 and np.isnan(tail[6])
+    assert tail[7] == 0.0 and tail[8] == np.inf
+    subnormal = (exact > 0) & (exact < np.finfo(dtype).tiny)
+    np.testing.assert_allclose(
+        got[subnormal], exact[subnormal], rtol=0, atol=2 * np.finfo(dtype).smallest_subnormal
+    )
+
+
+def test_loops_with_an_exponential_after_an_inner_sum_run_in_strips():
+    f = define(CORPUS[0][0])
+    program = plan_program(f, {"a": (1000, 3), "b": (1000, 3), "v": (1000,)}, np.float32)
+    text = program.stages[-1].nest.text()
+    assert "in strips of" in text and "phase 2:" in text
+    phase2 = text.split("phase 2:")[1]
+    assert "exp(" in phase2 and "for q" not in phase2  # the exponentials: a loop of their own
+
+
+STRIPPED = [
+    # (definition, shapes): an inner sum feeding an exponential inside a loop of >= 64 values
+    ("out[i] = sum[j](exp(-sum[q]((a[i,q]-b[j,q])**2)) * v[j])",
+     {"a": (3, 2), "b": (100, 2), "v": (100,)}),
+    ("K[i,j] = exp(-sum[q]((a[i,q]-b[j,q])**2))", {"a": (2, 3), "b": (130, 3)}),
+    ("y[i] = log(sum[k](w[k] * exp(-sum[d]((x[i,d] - mu[k,d])**2))))",
+     {"x": (3, 2), "w": (70,), "mu": (70, 2)}),
+    ("y[i] = sum[j](sigmoid(sum[q](a[i,q] * b[j,q])) * (v[j] + where(j >= i, v[j] * 2, 1)))",
+     {"a": (3, 2), "b": (70, 2), "v": (70,)}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "shapes"), STRIPPED, ids=[c[0] for c in STRIPPED])
+def test_loops_in_strips_compute_what_the_interpreter_computes(source, shapes):
+    f = define(source)
+    stripped = [
+        s for s in plan_program(f, shapes, np.float64).stages if "in strips" in s.nest.text()
+    ]
+    assert stripped, "the forward is expected to run a loop in strips"
+    _check_programs(f, shapes, np.random.default_rng(8), np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_loops_in_strips_compiled_by_numba(dtype):
+    pytest.importorskip("numba")
+    import tadiff as td
+
+    source, shapes = STRIPPED[0]
+    f = define(source).using("numba")
+    rng = np.random.default_rng(9)
+    arrays = {n: rng.normal(size=s) for n, s in shapes.items()}
+    tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
+    y = f(**tensors)
+    g = rng.normal(size=y.shape)
+    y.backward(td.tensor(g.astype(dtype)))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(y.data, f.reference(**arrays), rtol=tol, atol=tol)
+    for name, t in tensors.items():
+        expected = f.grad(name).reference(**arrays, dout=g)
+        np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)

@@ -239,3 +239,59 @@ def test_bad_input_raises_named_errors():
         F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((4, 4), bool))
     with pytest.raises(DTypeError, match="attn_mask dtype int64; expected bool or floating"):
         F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((4, 5), np.int64))
+
+
+# -- BatchNorm's num_batches_tracked, and state dicts in both directions ----------------------
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_counts_batches_and_moves_running_stats_as_torch(momentum):
+    # momentum=None: the running statistics are the cumulative average of every batch
+    ours = nn.BatchNorm2d(3, momentum=momentum).double()
+    theirs = torch.nn.BatchNorm2d(3, momentum=momentum).double()
+    for _ in range(4):
+        x = RNG.standard_normal((4, 3, 5, 5)) * 2 + 1
+        ours(td.tensor(x))
+        theirs(torch.from_numpy(x))
+    ours.eval()
+    ours(td.tensor(x))  # evaluation does not count
+    state = theirs.state_dict()
+    assert list(ours.state_dict()) == list(state)
+    assert int(ours.num_batches_tracked.data) == int(state["num_batches_tracked"]) == 4
+    assert ours.num_batches_tracked.dtype == np.int64
+    for key in ("running_mean", "running_var"):  # float64: a few roundings apart
+        np.testing.assert_allclose(ours.state_dict()[key], state[key].numpy(), rtol=1e-12)
+    ours.reset_running_stats()
+    assert int(ours.num_batches_tracked.data) == 0
+
+
+def test_a_torch_state_dict_with_batchnorm_loads_and_the_other_way_round():
+    def ours_model():
+        return nn.Sequential(
+            nn.Conv2d(2, 3, 3),
+            nn.BatchNorm2d(3),
+            nn.ReLU(),
+            nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+        )
+
+    theirs = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+        torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+    )  # fmt: skip
+    x = RNG.standard_normal((4, 2, 6, 6)).astype(np.float32)
+    for _ in range(3):
+        theirs(torch.from_numpy(x))  # running statistics and a batch count to carry over
+    theirs.eval()
+    ours = ours_model()
+    assert ours.load_state_dict(theirs.state_dict()) == ([], [])
+    ours.eval()
+    expected = theirs(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(ours(td.tensor(x)).data, expected, rtol=1e-5, atol=1e-5)
+    assert int(ours.state_dict()["1.num_batches_tracked"]) == 3
+
+    back = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+        torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+    ).eval()  # fmt: skip
+    back.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in ours.state_dict().items()})
+    np.testing.assert_allclose(back(torch.from_numpy(x)).detach().numpy(), expected, rtol=1e-6)

@@ -128,7 +128,7 @@ def test_batch_norm_matches_torch_in_train_and_eval(ours_cls, theirs_cls, shape)
         np.testing.assert_allclose(ours.running_var.data, theirs.running_var.numpy(), rtol=1e-12)
     ours.eval(), theirs.eval()
     _grad_pair(ours, theirs, rng.standard_normal(shape))
-    assert ours.state_dict().keys() == {"weight", "bias", "running_mean", "running_var"}
+    assert list(ours.state_dict()) == list(theirs.state_dict())  # num_batches_tracked too
 
 
 def test_batch_norm_without_running_stats_or_affine_and_twice_differentiable():
@@ -162,3 +162,17 @@ def test_pool_and_batch_norm_errors():
         F.batch_norm(td.ones(4, 3), None, None)
     with pytest.raises(InputError, match="momentum=2"):
         nn.BatchNorm1d(3, momentum=2)
+
+
+def test_a_state_dict_saved_before_batches_were_counted_still_loads():
+    # states saved before BatchNorm had num_batches_tracked (as torch's version-1 states)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    old = {k: v for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
+    old["1.running_mean"] = np.full(4, 0.5, dtype=np.float32)
+    fresh = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    assert fresh.load_state_dict(old) == ([], [])
+    np.testing.assert_array_equal(fresh[1].running_mean.data, old["1.running_mean"])
+    assert int(fresh[1].num_batches_tracked.data) == 0  # kept
+    del old["1.running_var"]
+    with pytest.raises(InputError, match=r"missing keys \['1.running_var'\]"):
+        fresh.load_state_dict(old)

@@ -1,6 +1,6 @@
 """``tadiff demo`` showcase of the autograd engine, with self-checks against closed forms.
 
-Reproduces the seed's example ``e = (a * b) * d``: the graph of backward nodes
+Reproduces the classic example ``e = (a * b) * d``: the graph of backward nodes
 (``grad_fn``/``next_functions``), gradients accumulating over two ``backward`` calls, ``b.grad``
 staying ``None``; the ``unbind`` routing example; and a second derivative through
 ``create_graph`` compared with its closed form.

@@ -43,6 +43,7 @@ from tadiff.autograd.graph import (
 )
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import AutogradError, ShapeError
+from tadiff.parallel import sync_threads
 
 _state = grad_mode._state
 
@@ -165,6 +166,7 @@ def _execute(
     ``run_targets=False`` (``autograd.grad``) captures at target nodes without running an
     ``AccumulateGrad``; with ``targets=None`` every reachable node runs.
     """
+    sync_threads()  # use the cores other processes leave idle (tadiff.parallel)
     deps = _count_dependencies(roots)
     needed = None
     target_nodes: dict[Node, list[int]] = {}

@@ -20,12 +20,31 @@ from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DataError, DTypeError, InputError
 
 _rng = np.random.default_rng()
+"""The default generator's NumPy generator (``tadiff.random.default_generator``); read at each
+draw, since seeding or setting the state replaces it."""
 
 
-def manual_seed(seed: int) -> None:
-    """Seed the generator used by ``rand``/``randn`` (and their ``_like`` forms)."""
-    global _rng
-    _rng = np.random.default_rng(seed)
+def manual_seed(seed: int) -> Any:
+    """Seed the default generator behind every random function; returns it."""
+    from tadiff.random import manual_seed as seed_default
+
+    return seed_default(seed)
+
+
+def numpy_generator(generator: Any, who: str) -> np.random.Generator:
+    """The NumPy generator to draw from: ``generator``'s (a ``tadiff.Generator`` or a NumPy
+    ``Generator``), or the default one for ``None``."""
+    if generator is None:
+        return _rng
+    if isinstance(generator, np.random.Generator):
+        return generator
+    numpy = getattr(generator, "numpy", None)  # a tadiff.Generator
+    if isinstance(numpy, np.random.Generator):
+        return numpy
+    raise DTypeError(
+        f"{who}: generator must be a tadiff.Generator or a numpy.random.Generator, got "
+        f"{type(generator).__name__}"
+    )
 
 
 def _dtype(dtype: Any, default: Any = np.float32) -> np.dtype:
@@ -196,14 +215,20 @@ def eye(n: int, m: int | None = None, dtype: Any = None, requires_grad: bool = F
     return _new(np.eye(n, m, dtype=_dtype(dtype)), requires_grad)
 
 
-def rand(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1) (seed with ``manual_seed``)."""
-    return _new(_rng.random(_size(size)).astype(_dtype(dtype)), requires_grad)
+def rand(
+    *size: Any, generator: Any = None, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Uniform samples in [0, 1) (seed with ``manual_seed``, or pass a ``generator``)."""
+    rng = numpy_generator(generator, "rand")
+    return _new(rng.random(_size(size)).astype(_dtype(dtype)), requires_grad)
 
 
-def randn(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples (seed with ``manual_seed``)."""
-    return _new(_rng.standard_normal(_size(size)).astype(_dtype(dtype)), requires_grad)
+def randn(
+    *size: Any, generator: Any = None, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Standard normal samples (seed with ``manual_seed``, or pass a ``generator``)."""
+    rng = numpy_generator(generator, "randn")
+    return _new(rng.standard_normal(_size(size)).astype(_dtype(dtype)), requires_grad)
 
 
 def randint(
@@ -211,6 +236,7 @@ def randint(
     high: int | None = None,
     size: Any = None,
     *,
+    generator: Any = None,
     dtype: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
@@ -224,18 +250,24 @@ def randint(
         low, high = 0, low
     if high <= low:
         raise InputError(f"randint: expected low < high, got low={low}, high={high}")
-    data = _rng.integers(int(low), int(high), _size((size,) if isinstance(size, int) else size))
+    rng = numpy_generator(generator, "randint")
+    data = rng.integers(int(low), int(high), _size((size,) if isinstance(size, int) else size))
     return _new(data.astype(_dtype(dtype, np.int64)), requires_grad)
 
 
-def randperm(n: int, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def randperm(
+    n: int, *, generator: Any = None, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
     """A random permutation of ``0 .. n-1`` (int64)."""
     if int(n) < 0:
         raise InputError(f"randperm: n must be non-negative, got {n}")
-    return _new(_rng.permutation(int(n)).astype(_dtype(dtype, np.int64)), requires_grad)
+    rng = numpy_generator(generator, "randperm")
+    return _new(rng.permutation(int(n)).astype(_dtype(dtype, np.int64)), requires_grad)
 
 
-def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, dtype: Any = None) -> Tensor:
+def normal(
+    mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Any = None, dtype: Any = None
+) -> Tensor:
     """Normal samples with the given ``mean`` and ``std`` (numbers or arrays that broadcast;
     ``size`` when both are numbers). Not differentiable in ``mean``/``std``."""
     m = np.asarray(mean.data if isinstance(mean, Tensor) else mean, dtype=np.float64)
@@ -245,18 +277,22 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, dtype: Any = No
     shape = np.broadcast_shapes(m.shape, s.shape) if size is None else _size(_tuple(size))
     like = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
     dt = _dtype(dtype, like.dtype if like is not None else np.float32)
-    return _new((m + s * _rng.standard_normal(shape)).astype(dt), False)
+    rng = numpy_generator(generator, "normal")
+    return _new((m + s * rng.standard_normal(shape)).astype(dt), False)
 
 
-def bernoulli(p: Any) -> Tensor:
+def bernoulli(p: Any, *, generator: Any = None) -> Tensor:
     """0/1 samples with probabilities ``p`` (a Tensor or array in [0, 1]), in ``p``'s dtype."""
     probs = p.data if isinstance(p, Tensor) else np.asarray(p, dtype=np.float32)
     if probs.size and (probs.min() < 0 or probs.max() > 1):
         raise InputError("bernoulli: probabilities must be in [0, 1]")
-    return _new((_rng.random(probs.shape) < probs).astype(probs.dtype), False)
+    rng = numpy_generator(generator, "bernoulli")
+    return _new((rng.random(probs.shape) < probs).astype(probs.dtype), False)
 
 
-def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tensor:
+def multinomial(
+    input: Any, num_samples: int, replacement: bool = False, *, generator: Any = None
+) -> Tensor:
     """Indices sampled from the rows of ``input`` (non-negative weights, 1-D or 2-D), int64."""
     w = np.asarray(input.data if isinstance(input, Tensor) else input, dtype=np.float64)
     if w.ndim not in (1, 2):
@@ -269,8 +305,9 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tens
             f"multinomial: cannot draw {num_samples} samples without replacement from "
             f"{int((rows > 0).sum(1).min())} categories of nonzero weight"
         )
+    rng = numpy_generator(generator, "multinomial")
     picks = [
-        _rng.choice(rows.shape[1], int(num_samples), replace=replacement, p=r / r.sum())
+        rng.choice(rows.shape[1], int(num_samples), replace=replacement, p=r / r.sum())
         for r in rows
     ]
     out = np.asarray(picks, dtype=np.int64).reshape((*w.shape[:-1], int(num_samples)))

@@ -64,6 +64,7 @@ __all__ = [
     "neg",
     "node_count",
     "power",
+    "rebuild",
     "sub",
     "substitute",
     "substitute_params",
@@ -725,6 +726,38 @@ def substitute_params(node: Node, mapping: Mapping[str, Affine]) -> Node:
         else:
             out = n
         cache[id(n)] = out
+        return out
+
+    return go(node)
+
+
+def rebuild(node: Node, replace) -> Node:
+    """``node`` rebuilt bottom-up through the simplifying constructors, with every subexpression
+    for which ``replace(n)`` returns a node replaced by it (its children are not visited then).
+    Shared subexpressions are rebuilt once.
+
+    Example:
+        >>> x, y = access("x", ()), access("y", ())
+        >>> str(rebuild(add(x, mul(x, y)), lambda n: const(2.0) if n is x else None))
+        '2 + 2 * y[]'
+    """
+    memo: dict[int, Node] = {}
+
+    def go(n: Node) -> Node:
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        out = replace(n)
+        if out is None:
+            if isinstance(n, Op):
+                out = apply(n.op, *(go(a) for a in n.args))
+            elif isinstance(n, Where):
+                out = where(n.conds, go(n.then), go(n.other))
+            elif isinstance(n, Sum):
+                out = sum_over(n.var, n.lower, n.upper, go(n.body))
+            else:
+                out = n
+        memo[id(n)] = out
         return out
 
     return go(node)

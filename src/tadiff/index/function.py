@@ -27,9 +27,6 @@ from tadiff.index.expr import (
     Affine,
     Cond,
     Node,
-    Op,
-    Sum,
-    Where,
     free_indices,
     fresh_name,
     index_exprs,
@@ -89,6 +86,7 @@ class TensorFunction:
     shape_only: frozenset[str] = frozenset()
     _grads: dict[str, TensorFunction] = field(default_factory=dict, repr=False)
     _checked: dict = field(default_factory=dict, repr=False)
+    _reads_output: dict = field(default_factory=dict, repr=False)
     _sites: list | None = field(default=None, repr=False)
 
     @property
@@ -336,7 +334,8 @@ class TensorFunction:
         forward's saved output, as the engine's backward does): the stages, each stage's loop
         order and the level its subexpressions are computed at, the saved values read, the
         estimated operations, loads and stores, the memory of arguments and temporaries, and
-        the backend each stage runs on.
+        the backend each stage runs on; then the derivatives the backward computes in one nest
+        because they share their loops.
 
         Args:
             dtype: the compute dtype.
@@ -353,7 +352,7 @@ class TensorFunction:
             True
         """
         from tadiff.index.compile.lower import stage_backends
-        from tadiff.index.compile.schedule import plan_program
+        from tadiff.index.compile.schedule import plan_gradients, plan_program
 
         backend = backend or self.backend
         self._arrays({n: np.empty(s) for n, s in shapes.items()}, convert=False)
@@ -370,6 +369,10 @@ class TensorFunction:
             program = plan_program(fn, arg_shapes, dtype, known)
             on = ", ".join(stage_backends(program, backend))
             parts.append(f"== {title} (stages on: {on})\n{program.explain()}")
+        known = {self.out_name: (self, out_shape)}
+        together = plan_gradients(self, self.args, plans[-1][2], dtype, known)
+        if together.fused:
+            parts.append("== the backward's derivatives together (Numba)\n" + together.explain())
         return "\n\n".join(parts)
 
     # -- derivatives ----------------------------------------------------------------------------
@@ -435,6 +438,27 @@ class TensorFunction:
             equal_sizes=self.equal_sizes,
             jacobian_of=(self, wrt),
         )
+
+    def grad_reads_output(self, wrt: str) -> bool:
+        """Whether the kernels of :meth:`grad` ``(wrt)`` read this function's output instead of
+        recomputing it (its formula contains the forward's body): the engine then saves the
+        output for the backward, as torch does for ``exp`` or ``sigmoid``.
+
+        Example:
+            >>> define("y[i] = exp(x[i])").grad_reads_output("x")
+            True
+            >>> define("y[i] = x[i] * w[i]").grad_reads_output("x")
+            False
+        """
+        hit = self._reads_output.get(wrt)
+        if hit is None:
+            from tadiff.index.compile.rewrite import Known, reuse_known
+
+            grad = self.grad(wrt)
+            own = Known(self.out_name, tuple(self.out_vars), self.body)
+            hit = self.out_name not in grad.args and reuse_known(grad.body, [own]) is not grad.body
+            self._reads_output[wrt] = hit
+        return hit
 
     @property
     def grad_name(self) -> str:
@@ -593,29 +617,14 @@ def _range_facts(variables: tuple[str, ...], ranges: tuple) -> tuple[Cond, ...]:
 
 def _replace_access(node: Node, name: str, gammas: tuple[str, ...]) -> Node:
     """Replace every ``name[e]`` by the delta ``[gammas == e]``."""
-    cache: dict[int, Node] = {}
 
-    def go(n: Node) -> Node:
-        hit = cache.get(id(n))
-        if hit is not None:
-            return hit
-        if isinstance(n, Access) and n.name == name:
-            conds = [
-                Cond.eq(Affine.variable(g) - e) for g, e in zip(gammas, n.indices, strict=True)
-            ]
-            out = ir.where(conds, ir.ONE)
-        elif isinstance(n, Op):
-            out = ir.apply(n.op, *(go(a) for a in n.args))
-        elif isinstance(n, Where):
-            out = ir.where(n.conds, go(n.then), go(n.other))
-        elif isinstance(n, Sum):
-            out = ir.sum_over(n.var, n.lower, n.upper, go(n.body))
-        else:
-            out = n
-        cache[id(n)] = out
-        return out
+    def delta(n: Node) -> Node | None:
+        if not (isinstance(n, Access) and n.name == name):
+            return None
+        conds = [Cond.eq(Affine.variable(g) - e) for g, e in zip(gammas, n.indices, strict=True)]
+        return ir.where(conds, ir.ONE)
 
-    return go(node)
+    return ir.rebuild(node, delta)
 
 
 def define(source: str) -> TensorFunction:

@@ -2,8 +2,10 @@
 
 In training mode the batch's own mean and (biased) variance normalize it — computed with tadiff
 ops, so gradients flow through the statistics as in torch — and the running estimates move by
-``momentum`` (with the unbiased variance, as torch). In evaluation mode the running estimates
-are constants.
+``momentum`` (with the unbiased variance, as torch; ``momentum=None`` keeps their cumulative
+average). The layers count the training batches in the buffer ``num_batches_tracked``, as torch
+does, so state dicts load in both directions. In evaluation mode the running estimates are
+constants.
 
 Example:
     >>> import tadiff as td
@@ -102,12 +104,13 @@ def batch_norm(
 
 class _BatchNorm(Module):
     _ranks: tuple[int, ...] = ()
+    _optional_state = ("num_batches_tracked",)  # states saved before it was counted load
 
     def __init__(
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
         dtype: Any = np.float32,
@@ -116,8 +119,8 @@ class _BatchNorm(Module):
         name = type(self).__name__
         if not isinstance(num_features, int) or num_features < 1:
             raise InputError(f"{name}: num_features={num_features!r}; expected a positive int")
-        if not 0.0 <= momentum <= 1.0:
-            raise InputError(f"{name}: momentum={momentum}; expected a number in [0, 1]")
+        if momentum is not None and not 0.0 <= momentum <= 1.0:
+            raise InputError(f"{name}: momentum={momentum}; expected a number in [0, 1] or None")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
@@ -129,15 +132,18 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype=dtype)))
             self.register_buffer("running_var", Tensor(np.ones(num_features, dtype=dtype)))
+            self.register_buffer("num_batches_tracked", Tensor(np.array(0, dtype=np.int64)))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
 
     def reset_running_stats(self) -> None:
-        """Running mean back to 0 and running variance to 1."""
+        """Running mean back to 0, running variance to 1, the batch count to 0."""
         if self.track_running_stats:
             self.running_mean.data[...] = 0
             self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
 
     def forward(self, x: Tensor) -> Tensor:
         x = as_tensor_arg(x, type(self).__name__)
@@ -147,9 +153,14 @@ class _BatchNorm(Module):
                 f"{' or '.join(str(r) for r in self._ranks)} dims"
             )
         use_batch = self.training or not self.track_running_stats
+        momentum = self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.data[...] += 1
+            if momentum is None:  # the cumulative average of every batch so far
+                momentum = 1.0 / float(self.num_batches_tracked.data)
         return batch_norm(
             x, self.running_mean, self.running_var, self.weight, self.bias,
-            training=use_batch, momentum=self.momentum, eps=self.eps,
+            training=use_batch, momentum=0.0 if momentum is None else momentum, eps=self.eps,
         )  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -177,7 +188,8 @@ class BatchNorm2d(_BatchNorm):
     Args:
         num_features: C.
         eps: added to the variance.
-        momentum: weight of each new batch in the running estimates.
+        momentum: weight of each new batch in the running estimates; ``None``: their
+            cumulative average (weight ``1 / num_batches_tracked``).
         affine: learn a per-channel scale (ones) and shift (zeros).
         track_running_stats: keep running estimates for evaluation mode; without them the batch
             statistics are used in both modes.

@@ -96,11 +96,9 @@ def run(out: Callable[[str], None], directory: str | Path | None = None) -> bool
     loss = F.cross_entropy(model(inputs[:4]), labels[:4])
     names = {f"model.{name}": p for name, p in model.named_parameters()}
     names["loss"] = loss
-    if viz.dot_available():
-        path = viz.render(loss, folder / "mlp_graph.svg", names=names)
-    else:
-        path = viz.render(loss, folder / "mlp_graph.dot", names=names)
-        out("  (graphviz `dot` not found: wrote the DOT text; install graphviz for the SVG)")
+    path, note = viz.render_or_dot(loss, folder / "mlp_graph.svg", names=names)
+    if note:
+        out(f"  ({note})")
     drawn = path.exists() and path.stat().st_size > 0
     out(f"  backward graph of the loss: {path} {'ok' if drawn else 'FAILED'}")
     return fell and grad_ok and drawn

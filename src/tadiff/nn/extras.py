@@ -191,6 +191,7 @@ def instance_norm(
 
 
 class _InstanceNorm(Module):
+    _optional_state = ("num_batches_tracked",)  # states saved before it was there load
     _dims = 1
 
     def __init__(
@@ -214,9 +215,12 @@ class _InstanceNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype)))
             self.register_buffer("running_var", Tensor(np.ones(num_features, dtype)))
+            # in the state dict as in torch's (which never increments it for instance norm)
+            self.register_buffer("num_batches_tracked", Tensor(np.array(0, dtype=np.int64)))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim != self._dims + 2:

@@ -28,6 +28,7 @@ from tadiff.autograd.graph import RemovableHandle
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import hooks as module_hooks
+from tadiff.parallel import sync_threads
 
 # id(tensor) -> weak reference, for every tensor made by Parameter(...). See Parameter for why
 # parameters are marked rather than subclassed.
@@ -378,6 +379,7 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        sync_threads()  # use the cores other processes leave idle (tadiff.parallel)
         hooks = self.__dict__.get("_hooks")
         if hooks is None:
             return self.forward(*args, **kwargs)
@@ -423,6 +425,10 @@ class Module:
                     state[dotted + name] = buffer.data.copy()
         return state
 
+    _optional_state: tuple[str, ...] = ()
+    """Buffers a state dict may lack (saved before the layer had them): loading keeps their
+    value, as torch does for BatchNorm's ``num_batches_tracked``."""
+
     def _state_targets(self) -> dict[str, Tensor]:
         targets: dict[str, Tensor] = {}
         for module_name, module in self.named_modules():
@@ -465,7 +471,12 @@ class Module:
                 f"{type(state_dict).__name__}"
             )
         targets = self._state_targets()
-        missing = [key for key in targets if key not in state_dict]
+        optional = {  # buffers newer than some saved states (BatchNorm's num_batches_tracked)
+            f"{module_name}.{name}" if module_name else name
+            for module_name, module in self.named_modules()
+            for name in type(module)._optional_state
+        }
+        missing = [key for key in targets if key not in state_dict and key not in optional]
         unexpected = [key for key in state_dict if key not in targets]
         if strict and (missing or unexpected):
             parts = []

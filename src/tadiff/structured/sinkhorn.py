@@ -497,7 +497,7 @@ def _solve_schur_cg(R, s_r, s_c, maxiter, rtol):
     rhs = rhs - rhs.mean(axis=-1, keepdims=True)  # project out the null vector 1
 
     # Two matrix-vector products per step; forming S = diag(c) − Rᵀ diag(r)⁻¹ R once instead
-    # measured slower on CPU from m = 16 on (and no faster below), as the seed found on GPU.
+    # measured slower on CPU from m = 16 on (and no faster below), as reported on GPU too.
     def apply(p):
         return cols * p - _mtv(R, _mv(R, p) * inv_rows)
 

@@ -38,7 +38,7 @@ from tadiff.errors import DTypeError, InputError
 from tadiff.index import TensorFunction
 from tadiff.index import define as _define_index
 from tadiff.index.compile.cache import kernel
-from tadiff.index.compile.engine_op import evaluate_arrays, saved_output
+from tadiff.index.compile.engine_op import evaluate_arrays, evaluate_gradients, saved_output
 
 __all__ = ["TorchIndexFunction", "define"]
 
@@ -50,8 +50,11 @@ class _IndexOp(torch.autograd.Function):
     def forward(ctx: Any, fn: TensorFunction, backend: str, *tensors: torch.Tensor) -> Any:
         ctx.fn, ctx.backend = fn, backend
         out = _evaluate(fn, dict(zip(fn.args, tensors, strict=True)), backend)
-        # the output is saved too: derivatives read it instead of recomputing the forward
-        ctx.save_for_backward(*tensors, out)
+        # the output is saved too where a needed derivative reads it instead of recomputing the
+        # forward (so modifying it in place before the backward is an error, as in torch)
+        needed = [n for n, need in zip(fn.args, ctx.needs_input_grad[2:], strict=True) if need]
+        reads = any(fn.grad_reads_output(n) for n in needed)
+        ctx.save_for_backward(*tensors, out if reads else None)
         return out
 
     @staticmethod
@@ -59,8 +62,17 @@ class _IndexOp(torch.autograd.Function):
         fn, backend = ctx.fn, ctx.backend
         *tensors, out = ctx.saved_tensors
         values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
+        needed = ctx.needs_input_grad[2:]
+        wrts = tuple(n for n, need in zip(fn.args, needed, strict=True) if need)
+        together = {}
+        if not torch.is_grad_enabled() and wrts and _on_numpy(values, fn, backend):
+            # every needed derivative at once: those sharing loops run as one nest
+            arrays = {n: _as_array(values[n]) for n in (*fn.args, fn.grad_name)}
+            output = None if out is None else _as_array(out)
+            computed = evaluate_gradients(fn, wrts, arrays, backend, output)
+            together = {n: torch.from_numpy(g) for n, g in computed.items()}
         grads: list[Any] = [None, None]
-        for name, t, need in zip(fn.args, tensors, ctx.needs_input_grad[2:], strict=True):
+        for name, t, need in zip(fn.args, tensors, needed, strict=True):
             if not need:
                 grads.append(None)
                 continue
@@ -69,10 +81,22 @@ class _IndexOp(torch.autograd.Function):
             if torch.is_grad_enabled():
                 # create_graph: the derivative is an op of its own, differentiable again
                 g = _IndexOp.apply(derivative, backend, *(inputs[n] for n in derivative.args))
+            elif name in together:
+                g = together[name]
             else:
-                g = _evaluate(derivative, inputs, backend, saved_output(fn, derivative, out))
+                saved = {} if out is None else saved_output(fn, derivative, out)
+                g = _evaluate(derivative, inputs, backend, saved)
             grads.append(g.to(t.dtype))
         return tuple(grads)
+
+
+def _on_numpy(values: dict[str, torch.Tensor], fn: TensorFunction, backend: str) -> bool:
+    """Whether these tensors run the NumPy/Numba kernels (all on the CPU, no Triton asked)."""
+    return backend != "triton" and all(values[n].device.type == "cpu" for n in fn.args)
+
+
+def _as_array(t: torch.Tensor) -> np.ndarray:
+    return t.detach().resolve_conj().resolve_neg().numpy()
 
 
 def _evaluate(
@@ -109,9 +133,9 @@ def _evaluate(
             known[name] = (source, tuple(array.shape))
         shapes = {n: tuple(values[n].shape) for n in fn.args}
         return kernel(fn, shapes, dtype, "triton", known)(tensors)
-    arrays = {n: values[n].detach().resolve_conj().resolve_neg().numpy() for n in fn.args}
+    arrays = {n: _as_array(values[n]) for n in fn.args}
     numpy_saved = {
-        name: (source, array.detach().numpy()) for name, (source, array) in (saved or {}).items()
+        name: (source, _as_array(array)) for name, (source, array) in (saved or {}).items()
     }
     return torch.from_numpy(evaluate_arrays(fn, arrays, backend, numpy_saved))
 
@@ -166,6 +190,17 @@ class TorchIndexFunction:
                     f"{type(tensors[name]).__name__}"
                 )
         return _IndexOp.apply(fn, self.backend, *(tensors[n] for n in fn.args))
+
+    def explain(self, dtype: object = np.float32, **shapes: tuple[int, ...]) -> str:
+        """The plan of the forward and of each derivative for these argument shapes (see
+        :meth:`tadiff.index.TensorFunction.explain`).
+
+        Example:
+            >>> op = define("y[i] = sum[k](x[i+k] * w[k])")
+            >>> "stage 1 (result)" in op.explain(x=(10,), w=(3,))
+            True
+        """
+        return self.definition.explain(dtype, self.backend, **shapes)
 
     def __repr__(self) -> str:
         return f"tadiff.torch.define({str(self.definition)!r}, backend={self.backend!r})"

@@ -50,7 +50,7 @@ the image, ``i`` over a 3-wide window).
   views of ``dy`` (stride 2, 3x3: nine terms, four views). :func:`plan_classes` copies each
   distinct view once per block and lets every class multiply its consecutive run of them.
 * **Threads.** The block plans' loops over batch elements, and the shared classes', run on
-  OpenBLAS's threads (:func:`tadiff.parallel.run_blocks`): a thread copies a block into its
+  several threads (:func:`tadiff.parallel.run_blocks`): a thread copies a block into its
   own buffer and multiplies it with one BLAS thread. Sums over blocks (weight gradients) go
   through :func:`sum_over_blocks`, in block order whichever thread took a block. The views
   plan's loops stay in one thread (their buffers outgrow a core's cache).
@@ -76,7 +76,7 @@ from math import gcd
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from tadiff.parallel import run_blocks
+from tadiff.parallel import blas_threads_for, run_blocks
 
 Arrays = Mapping[str, np.ndarray]
 Form = tuple[dict[int, int], int]  # one index dimension: {axis: coefficient}, constant
@@ -635,6 +635,10 @@ class _Plan:
             buffer[...] = stacked.reshape(buffer.shape)
 
     def run(self, arrays: Arrays) -> np.ndarray:
+        with blas_threads_for(self.flops / self.calls):  # many small products: one BLAS thread
+            return self._run(arrays)
+
+    def _run(self, arrays: Arrays) -> np.ndarray:
         flats = [self._flat(op, arrays) for op in self.ops]
         if self.big is not None or self.out_big is not None:
             buffer = np.empty(self.buffer, dtype=self.dtype)

@@ -38,6 +38,7 @@ __all__ = [
     "BACKENDS",
     "cache_limit",
     "clear_cache",
+    "gradient_kernel",
     "kernel",
     "record_derivation",
     "set_cache_limit",
@@ -207,19 +208,12 @@ def kernel(
         ShapeError, BoundsError: shapes that do not fit the definition (checked once per key).
         MissingDependencyError: ``"numba"`` without numba installed.
     """
-    if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise InputError(f"kernels compute in float32 or float64, got dtype {dtype}")
+    dtype = _checked(backend, dtype)
     shapes = {name: tuple(int(n) for n in shapes[name]) for name in fn.args}
     known = dict(known or {})
-    known_key = tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
-    key = (_key(fn), tuple(shapes.items()), dtype.str, backend, known_key)
-    hit = _KERNELS.get(key)
+    key = (_key(fn), tuple(shapes.items()), dtype.str, backend, _known_key(known))
+    hit = _hit(key)
     if hit is not None:
-        _STATS["cache_hits"] += 1
-        _KERNELS.move_to_end(key)
         return hit
     start = time.perf_counter()
     params = fn._params(shapes)
@@ -227,9 +221,36 @@ def kernel(
     _shapes.check_bounds(fn.body, fn.out_vars, out_shape, params, shapes)
     check_kernel_limits(fn, shapes, out_shape, dtype, backend)  # int64 indices, memory
     result = _lower(fn, shapes, dtype, backend, params, out_shape, known)
-    _STATS["compilations"] += 1
+    return _keep(key, result, [result.backend], start)
+
+
+def _checked(backend: str, dtype: object) -> np.dtype:
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise InputError(f"kernels compute in float32 or float64, got dtype {dtype}")
+    return dtype
+
+
+def _known_key(known: Mapping[str, tuple[object, tuple[int, ...]]]) -> tuple:
+    return tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
+
+
+def _hit(key: tuple):
+    hit = _KERNELS.get(key)
+    if hit is not None:
+        _STATS["cache_hits"] += 1
+        _KERNELS.move_to_end(key)
+    return hit
+
+
+def _keep(key: tuple, result, backends: list[str], start: float):
+    """Cache ``result`` and count the kernels it was built from (one per backend entry)."""
+    _STATS["compilations"] += len(backends)
     _STATS["compile_seconds"] += time.perf_counter() - start
-    _BY_BACKEND[result.backend] = _BY_BACKEND.get(result.backend, 0) + 1
+    for b in backends:
+        _BY_BACKEND[b] = _BY_BACKEND.get(b, 0) + 1
     _KERNELS[key] = result
     _evict()
     return result
@@ -249,3 +270,46 @@ def _lower(fn, shapes, dtype, backend, params, out_shape, known) -> Kernel:
     from tadiff.index.compile.lower import lower_program
 
     return lower_program(fn, shapes, dtype, backend, known)
+
+
+def gradient_kernel(
+    fn,
+    wrts: tuple[str, ...],
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype: object = np.float64,
+    backend: str = "auto",
+    known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
+):
+    """The cached callable computing ``fn``'s derivatives with respect to ``wrts`` together,
+    ``arrays -> {argument: gradient}`` (see
+    :func:`~tadiff.index.compile.lower.lower_gradients`): derivatives that share their outer
+    loops run as one nest.
+
+    Args:
+        fn: the forward TensorFunction.
+        wrts: argument names.
+        shapes: the shapes of ``fn``'s arguments and of its incoming gradient.
+        dtype, backend, known: as for :func:`kernel`.
+    """
+    dtype = _checked(backend, dtype)
+    if backend in ("einsum", "triton"):  # no fused nests there: one kernel per derivative
+        kernels = {w: kernel(fn.grad(w), shapes, dtype, backend, known) for w in wrts}
+        return lambda arrays: {w: k(arrays) for w, k in kernels.items()}
+    names = (*fn.args, fn.grad_name)
+    shapes = {n: tuple(int(d) for d in shapes[n]) for n in names}
+    known = dict(known or {})
+    key = ("gradients", _key(fn), tuple(wrts), tuple(shapes.items()), dtype.str, backend)
+    key += (_known_key(known),)
+    hit = _hit(key)
+    if hit is not None:
+        return hit
+    from tadiff.index.compile.lower import lower_gradients
+
+    start = time.perf_counter()
+    for w in wrts:
+        g = fn.grad(w)
+        arg_shapes = {a: shapes[a] for a in g.args}
+        params = g._params(arg_shapes)
+        _shapes.check_bounds(g.body, g.out_vars, g.output_shape(**arg_shapes), params, arg_shapes)
+    result = lower_gradients(fn, tuple(wrts), shapes, dtype, backend, known)
+    return _keep(key, result, result.backends, start)

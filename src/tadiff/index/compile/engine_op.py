@@ -30,7 +30,13 @@ from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError
 from tadiff.index.compile.cache import kernel
 
-__all__ = ["IndexOp", "call_engine", "evaluate_arrays", "saved_output"]
+__all__ = [
+    "IndexOp",
+    "call_engine",
+    "evaluate_arrays",
+    "evaluate_gradients",
+    "saved_output",
+]
 
 
 def _data(value: object) -> np.ndarray:
@@ -73,6 +79,37 @@ def evaluate_arrays(
     return kernel(fn, shapes, dtype, backend, known)(arrays)
 
 
+def evaluate_gradients(
+    fn,
+    wrts: tuple[str, ...],
+    values: Mapping[str, object],
+    backend: str,
+    output: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """``fn``'s derivatives with respect to ``wrts`` on raw arrays, computed together
+    (derivatives sharing their loops in one nest), reading the forward's ``output`` if given.
+
+    Args:
+        fn: the forward TensorFunction.
+        wrts: argument names.
+        values: ``fn``'s arguments and the incoming gradient (under ``fn.grad_name``).
+        backend: kernel backend.
+        output: the forward's output, which the kernels read instead of recomputing it.
+    """
+    from tadiff.index.compile.cache import gradient_kernel
+
+    names = (*fn.args, fn.grad_name)
+    probe = fn.grad(wrts[0])
+    dtype = _compute_dtype(probe, {n: values[n] for n in probe.args})
+    arrays = {n: _data(values[n]).astype(dtype, copy=False) for n in names}
+    known = {}
+    if output is not None and fn.out_name not in names:
+        arrays[fn.out_name] = np.asarray(output).astype(dtype, copy=False)
+        known[fn.out_name] = (fn, arrays[fn.out_name].shape)
+    shapes = {n: arrays[n].shape for n in names}
+    return gradient_kernel(fn, tuple(wrts), shapes, dtype, backend, known)(arrays)
+
+
 def saved_output(fn, derivative, output: np.ndarray) -> dict[str, tuple]:
     """What a derivative's kernel may read of its forward: the output, under the forward's name
     (unless the derivative has an argument of that name)."""
@@ -89,8 +126,11 @@ class IndexOp(Function):
         values = dict(zip(fn.args, tensors, strict=True))
         ctx.fn, ctx.backend = fn, backend
         out = Tensor(evaluate_arrays(fn, values, backend))
-        # the output is saved too: derivatives read it instead of recomputing the forward
-        ctx.save_for_backward(*tensors, out)
+        # the output is saved too where a needed derivative reads it instead of recomputing the
+        # forward (so modifying it in place before the backward is an error, as in torch)
+        needed = [n for n, need in zip(fn.args, ctx.needs_input_grad[2:], strict=True) if need]
+        reads = any(fn.grad_reads_output(n) for n in needed)
+        ctx.save_for_backward(*tensors, out if reads else None)
         return out
 
     @staticmethod
@@ -99,21 +139,22 @@ class IndexOp(Function):
         *tensors, out = ctx.saved_tensors
         values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
         needed = ctx.needs_input_grad[2:]
+        wrts = tuple(n for n, need in zip(fn.args, needed, strict=True) if need)
+        if not is_grad_enabled() and wrts:
+            # every needed derivative at once: those sharing loops run as one nest
+            output = None if out is None else out.data
+            computed = evaluate_gradients(fn, wrts, values, backend, output)
         grads: list[object] = [None, None]
         for name, t, need in zip(fn.args, tensors, needed, strict=True):
             if not need:
                 grads.append(None)
-                continue
-            derivative = fn.grad(name)
-            inputs = {n: values[n] for n in derivative.args}
-            if is_grad_enabled():
+            elif is_grad_enabled():
                 # create_graph: record the derivative as an op of its own, differentiable again
-                g = call_engine(derivative, inputs, backend)
+                derivative = fn.grad(name)
+                g = call_engine(derivative, {n: values[n] for n in derivative.args}, backend)
                 grads.append(g if g.data.dtype == t.data.dtype else g.to(t.data.dtype))
             else:
-                saved = saved_output(fn, derivative, out.data)
-                g = evaluate_arrays(derivative, inputs, backend, saved)
-                grads.append(g.astype(t.data.dtype, copy=False))
+                grads.append(computed[name].astype(t.data.dtype, copy=False))
         return tuple(grads)
 
 

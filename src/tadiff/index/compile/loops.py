@@ -75,9 +75,15 @@ __all__ = [
     "Loop",
     "Nest",
     "NestBuilder",
+    "Part",
     "Store",
+    "build_fused_nest",
     "build_nest",
+    "defined_names",
+    "loop_orders",
     "op_cost",
+    "shared_prefix",
+    "strip_mine",
 ]
 
 
@@ -131,7 +137,12 @@ class Store:
 @dataclass
 class Loop:
     """``for var in max(ceil(lower)) .. min(floor(upper))``, ``parallel`` for the outermost
-    output loop; ``trip`` is the estimated iteration count."""
+    output loop; ``trip`` is the estimated iteration count.
+
+    A loop split into *phases* (:func:`strip_mine`) runs its range in strips of ``width``
+    values: each phase is a loop over the strip, and the values a later phase uses from an
+    earlier one (``carried``) pass through a buffer of ``width`` elements.
+    """
 
     var: str
     lower: tuple[Affine, ...]
@@ -139,6 +150,9 @@ class Loop:
     body: list = field(default_factory=list)
     parallel: bool = False
     trip: float = 0.0
+    phases: list | None = None
+    carried: tuple[str, ...] = ()
+    width: int = 0
 
 
 @dataclass
@@ -229,11 +243,17 @@ def _text(block: list, indent: str, lines: list[str]) -> None:
     for s in block:
         if isinstance(s, Loop):
             par = " (parallel)" if s.parallel else ""
-            lines.append(
-                f"{indent}for {s.var} in {_bounds_text(s.lower, True)}.."
-                f"{_bounds_text(s.upper, False)}{par}:"
-            )
-            _text(s.body, indent + "  ", lines)
+            head = f"{indent}for {s.var} in {_bounds_text(s.lower, True)}.."
+            head += f"{_bounds_text(s.upper, False)}{par}"
+            if s.phases is None:
+                lines.append(head + ":")
+                _text(s.body, indent + "  ", lines)
+                continue
+            carried = ", ".join(s.carried)
+            lines.append(f"{head}, in strips of {s.width} ({carried} carried between phases):")
+            for k, phase in enumerate(s.phases, 1):
+                lines.append(f"{indent}  phase {k}:")
+                _text(phase, indent + "    ", lines)
         elif isinstance(s, If):
             lines.append(f"{indent}if {' and '.join(_cond_text(c) for c in s.conds)}:")
             _text(s.then, indent + "  ", lines)
@@ -603,6 +623,7 @@ def build_nest(
         b.close_loop(loop, *saved)
     if pinned:  # the zeros the delta leaves are written once, by the fill
         b.stores += math.prod(out_shape)
+    strip_mine(b.root)
     return Nest(
         b.root,
         out_name,
@@ -647,4 +668,227 @@ def _product(rest: list[Node], inner: Node) -> Node:
     out = inner
     for f in reversed(rest):
         out = ir.mul(f, out)
+    return out
+
+
+# -- several outputs in one nest ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """One output of a fused nest: ``out_name[out_vars] = body``, its loops in ``order``
+    (output indices and the body's outermost sums, see :func:`loop_orders`)."""
+
+    body: Node
+    out_name: str
+    out_vars: tuple[str, ...]
+    out_shape: tuple[int, ...]
+    order: tuple[str, ...]
+
+
+def loop_orders(body: Node, out_vars: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The root orders of :func:`root_orders` and, where the body is a sum, the order with every
+    output index first and the sums after them (as a loop of the nest rather than of the value,
+    so that another output can share it)."""
+    orders = root_orders(body, out_vars)
+    found = _root_chain(body)
+    if found is not None and out_vars:
+        names = tuple(s.var for s in found[2])
+        full = (*out_vars, *names)
+        if not set(names) & set(out_vars) and len(set(names)) == len(names):
+            orders.append(full)
+    return orders
+
+
+def _loop_key(part: Part, var: str) -> tuple:
+    """What a loop of ``part`` iterates over: an output index's size, or a sum's bounds."""
+    if var in part.out_vars:
+        return ("out", part.out_shape[part.out_vars.index(var)])
+    chain = _root_chain(part.body)
+    s = next(s for s in chain[2] if s.var == var)
+    return ("sum", s.lower, s.upper)
+
+
+def shared_prefix(parts: Sequence[Part]) -> int:
+    """How many outer loops the parts share (same variable, same range); the first must be an
+    output index of every part, so that threads write disjoint rows."""
+    n = 0
+    first = parts[0]
+    while all(n < len(p.order) for p in parts):
+        var = first.order[n]
+        if any(p.order[n] != var for p in parts):
+            break
+        if n == 0 and any(var not in p.out_vars for p in parts):
+            break
+        key = _loop_key(first, var)
+        if any(_loop_key(p, var) != key for p in parts[1:]):
+            break
+        n += 1
+    return n
+
+
+def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
+    """One loop nest computing several outputs that share their outer loops (:func:`shared_prefix`
+    of them, at least one): a value they have in common — the exponential of a kernel's pair,
+    with the same indices — is computed once for all of them.
+
+    An output whose indices and sums all lie in the shared loops adds into an accumulator
+    written after its sums; any other adds into its (zero-filled) array inside its own remaining
+    loops.
+    """
+    sizes = {size_param(p.out_name, d): n for p in parts for d, n in enumerate(p.out_shape)}
+    b = NestBuilder({**params, **sizes})
+    first = parts[0]
+    shared = first.order[: shared_prefix(parts)]
+    chain0 = _root_chain(first.body)
+    sums0 = {s.var: s for s in chain0[2]} if chain0 else {}
+    opened = []
+    for position, var in enumerate(shared):
+        if var in first.out_vars:
+            d = first.out_vars.index(var)
+            bounds = ((Affine.constant(0),), (Affine.variable(size_param(first.out_name, d)) - 1,))
+        else:
+            bounds = (sums0[var].lower, sums0[var].upper)
+        opened.append(b.open_loop(var, *bounds, len(b.chain) - 1, parallel=position == 0))
+    pending: dict[int, list[Store]] = {}
+    zero = False
+    for p in parts:
+        chain = _root_chain(p.body)
+        scale, rest, _, inner = chain if chain else (1.0, [], [], p.body)
+        term = ir.mul(ir.const(scale), _product(rest, inner)) if chain else p.body
+        rest_order = p.order[len(shared) :]
+        indices = tuple(Affine.variable(v) for v in p.out_vars)
+        if not rest_order:
+            k_out = max((b.level[v] for v in p.out_vars), default=0)
+            sums_after = all(b.level[s.var] > k_out for s in (chain[2] if chain else []))
+            if chain and sums_after:
+                acc = b.fresh("acc")
+                b.chain[k_out].insert(Init(acc))
+                b.chain[-1].insert(AddTo(acc, b.value(term)))
+                b.ops += b.chain[-1].iters
+                stored = Store(p.out_name, tuple(b.translate(e) for e in indices), acc)
+                pending.setdefault(k_out, []).append(stored)
+                b.stores += b.chain[k_out].iters
+                continue
+            b.store(p.out_name, indices, b.value(term), accumulate=bool(chain))
+            zero |= bool(chain)
+            continue
+        inner_opened = []
+        sums = {s.var: s for s in chain[2]} if chain else {}
+        for var in rest_order:
+            if var in sums:
+                bounds = (sums[var].lower, sums[var].upper)
+            else:
+                d = p.out_vars.index(var)
+                bounds = ((Affine.constant(0),), (Affine.variable(size_param(p.out_name, d)) - 1,))
+            inner_opened.append(b.open_loop(var, *bounds, len(b.chain) - 1))
+        b.store(p.out_name, indices, b.value(term), accumulate=True)
+        zero = True
+        for loop, *saved in reversed(inner_opened):
+            b.close_loop(loop, *saved)
+    for depth in range(len(opened), 0, -1):
+        loop, *saved = opened[depth - 1]
+        b.close_loop(loop, *saved)
+        for stored in pending.pop(depth - 1, []):
+            b.chain[depth - 1].insert(stored)
+    strip_mine(b.root)
+    return Nest(
+        b.root,
+        ",".join(p.out_name for p in parts),
+        zero,
+        b.ops,
+        b.loads,
+        b.stores,
+        tuple(shared),
+        b.placed,
+        b.peak,
+        zero_fill=zero,
+    )
+
+
+# -- strips: a transcendental function after an inner sum, vectorized across the outer loop -------
+
+_VECTORIZED = frozenset({"exp", "sigmoid"})  # functions the Numba backend computes inline
+STRIP_WIDTH = 256
+"""Values of a split loop per strip: the buffers of one strip stay in the first-level cache."""
+
+
+def strip_mine(block: list, width: int = STRIP_WIDTH) -> None:
+    """Split loops where an exponential follows an inner sum (in place).
+
+    In ``for j: (acc = sum over q); e = exp(-acc); out += e * v[j]`` the exponential is computed
+    one ``j`` at a time, after each inner loop: nothing vectorizes it. Split into phases over
+    strips of ``j`` — the inner sums of a strip into a buffer, then the exponentials and what
+    follows for the whole strip — the second phase is a loop without inner loops, which LLVM
+    vectorizes (with the backend's inline exponential), so several pairs' exponentials are
+    computed at once. Loops that run only a few times (estimated under 64) stay as they are.
+    """
+    for s in block:
+        if isinstance(s, Loop):
+            strip_mine(s.body, width)
+            if s.phases is None and not s.parallel and s.trip >= 64:
+                _split(s, width)
+        elif isinstance(s, If):
+            strip_mine(s.then, width)
+            strip_mine(s.other, width)
+
+
+def defined_names(stmts: list) -> set[str]:
+    """Names the statements (and the blocks inside them) assign."""
+    names: set[str] = set()
+    for s in stmts:
+        if isinstance(s, Let | Init | Assign):
+            names.add(s.name)
+        elif isinstance(s, Loop):
+            names |= defined_names(s.body)
+        elif isinstance(s, If):
+            names |= defined_names(s.then) | defined_names(s.other)
+    return names
+
+
+def _used(stmts: list) -> set[str]:
+    names: set[str] = set()
+    for s in stmts:
+        if isinstance(s, Let):
+            names.update(s.args)
+        elif isinstance(s, AddTo | Assign | Store):
+            names.add(s.value)
+        elif isinstance(s, Loop):
+            names |= _used(s.body)
+        elif isinstance(s, If):
+            names |= _used(s.then) | _used(s.other)
+    return names
+
+
+def _split(loop: Loop, width: int) -> None:
+    body = loop.body
+    summed: set[str] = set()  # values that come out of an inner loop of this body
+    first = None
+    for k, s in enumerate(body):
+        if isinstance(s, Loop | If):
+            summed |= defined_names([s]) | {t.name for t in _walk_stmts(s) if isinstance(t, AddTo)}
+        elif isinstance(s, Let) and set(s.args) & summed:
+            summed.add(s.name)
+            if s.kind in _VECTORIZED:
+                first = k
+                break
+    if first is None:
+        return
+    stop = next((k for k in range(first, len(body)) if isinstance(body[k], Loop | If)), len(body))
+    phases = [p for p in (body[:first], body[first:stop], body[stop:]) if p]
+    carried: list[str] = []
+    for k in range(1, len(phases)):
+        before = defined_names([s for p in phases[:k] for s in p])
+        carried += sorted((before & _used(phases[k])) - set(carried))
+    loop.phases, loop.carried, loop.width = phases, tuple(carried), width
+
+
+def _walk_stmts(s) -> list:
+    out = [s]
+    if isinstance(s, Loop):
+        for t in s.body:
+            out += _walk_stmts(t)
+    elif isinstance(s, If):
+        for t in (*s.then, *s.other):
+            out += _walk_stmts(t)
     return out

@@ -44,7 +44,7 @@ from tadiff.index.compile.schedule import (
 from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
 from tadiff.index.expr import Access, Affine, Index, Sum, substitute
 
-__all__ = ["AUTO_NUMBA_MIN_WORK", "lower_program", "stage_backends"]
+__all__ = ["AUTO_NUMBA_MIN_WORK", "lower_gradients", "lower_program", "stage_backends"]
 
 AUTO_NUMBA_MIN_WORK = 1e6
 """Estimated operations (plus loads and stores) of a stage from which ``auto`` compiles it with
@@ -111,12 +111,58 @@ def _numpy_kernel(stage: Stage, shapes: Mapping, dtype: np.dtype) -> Kernel:
     fn, out_shape = stage.fn, stage.out_shape
     peak = stage.nest.peak * dtype.itemsize * 3  # a value and two operands alive at once
     budget = memory_budget()
-    if _is_contraction_like(stage) or peak <= budget or not out_shape or out_shape[0] <= 1:
+    if _is_contraction_like(stage) or peak <= budget:
         return lower_numpy(fn, shapes, dtype, None, out_shape)
-    rows = max(1, int(budget // (peak / out_shape[0])))
-    if rows >= out_shape[0]:
-        return lower_numpy(fn, shapes, dtype, None, out_shape)
-    return _chunked(fn, shapes, dtype, out_shape, rows)
+    if out_shape and out_shape[0] > 1 and peak / out_shape[0] <= budget:
+        return _chunked(fn, shapes, dtype, out_shape, int(budget // (peak / out_shape[0])))
+    found = _outer_sum(fn.body)
+    if found is not None:  # a row is too large alone: divide the outermost sum's range
+        return _chunked_sum(fn, found, shapes, dtype, out_shape, peak / budget)
+    return lower_numpy(fn, shapes, dtype, None, out_shape)
+
+
+def _outer_sum(body) -> Sum | None:
+    """The sum a body is (up to factors outside it), whose range can be split."""
+    _, factors = product_factors(body)
+    sums = [f for f in factors if isinstance(f, Sum)]
+    return sums[0] if len(sums) == 1 else None
+
+
+def _chunked_sum(fn, outer: Sum, shapes, dtype, out_shape, parts: float) -> Kernel:
+    """The NumPy kernel of ``fn`` with its outermost sum's range cut into pieces whose
+    evaluation fits the budget: the body is linear in that sum, so the pieces add up."""
+    from tadiff.index.compile.rewrite import replace_node, sum_interval
+
+    params = fn._params(shapes)
+    box = {v: (0, n - 1) for v, n in zip(fn.out_vars, out_shape, strict=True)}
+    lo, hi = sum_interval(outer.lower, outer.upper, box, params)
+    step = max(1, int((hi - lo + 1) / max(parts, 1.0)))
+    pieces = []
+    for start in range(lo, hi + 1, step):
+        piece = Sum(
+            outer.var,
+            (*outer.lower, Affine.constant(start)),
+            (*outer.upper, Affine.constant(min(hi, start + step - 1))),
+            outer.body,
+        )
+        sub = definition(
+            fn.out_name,
+            fn.out_vars,
+            out_shape,
+            replace_node(fn.body, outer, piece),
+            shapes,
+            fn.args,
+        )
+        pieces.append(lower_numpy(sub, {a: shapes[a] for a in sub.args}, dtype, None, out_shape))
+
+    def run(arrays):
+        total = pieces[0](arrays)
+        for k in pieces[1:]:
+            total += k(arrays)
+        return total
+
+    text = f"vectorized plan of {fn} in {len(pieces)} pieces of the range of {outer.var}"
+    return Kernel("numpy", run, tuple(out_shape), dtype, text)
 
 
 def _chunked(fn, shapes, dtype, out_shape, rows: int) -> Kernel:
@@ -233,3 +279,84 @@ def lower_program(
     result.program = program
     result.stage_backends = [k.backend for k in kernels]
     return result
+
+
+def lower_gradients(
+    fn,
+    wrts: tuple[str, ...],
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype,
+    backend: str = "auto",
+    known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
+):
+    """A callable ``arrays -> {argument: gradient}`` computing ``fn``'s derivatives with respect
+    to ``wrts`` together (:func:`~tadiff.index.compile.schedule.plan_gradients`): stages that
+    share their outer loops and run on Numba are one nest.
+
+    Args:
+        fn: the forward TensorFunction.
+        wrts: the arguments to differentiate with respect to.
+        shapes: the shapes of ``fn``'s arguments and of the incoming gradient.
+        dtype, backend, known: as for :func:`lower_program`.
+    """
+    from tadiff.index.compile.schedule import plan_gradients
+
+    dtype = np.dtype(dtype)
+    einsums = {}
+    for name in wrts:
+        g = fn.grad(name)
+        arg_shapes = {a: shapes[a] for a in g.args}
+        if backend in ("auto", "einsum"):
+            out_shape = g.output_shape(**arg_shapes)
+            k = lower_einsum(g, g._params(arg_shapes), arg_shapes, out_shape, dtype)
+            if k is not None:
+                einsums[name] = k
+    rest = tuple(n for n in wrts if n not in einsums)
+    plan = plan_gradients(fn, rest, shapes, dtype, known) if rest else None
+    runners = []  # (stage keys it computes, callable arrays -> {name: array})
+    done: set[tuple[str, int]] = set()
+    if plan is not None:
+        choices = {w: _choices(p, backend) for w, p in plan.programs.items()}
+        all_shapes = {k: v for p in plan.programs.values() for k, v in p.shapes.items()}
+        for members, nest in plan.fused:
+            if any(choices[w][k][0] != "numba" for w, k in members):
+                continue
+            from tadiff.index.compile.numba_backend import lower_numba_fused
+
+            stages = [plan.programs[w].stages[k] for w, k in members]
+            run = lower_numba_fused(
+                [s.fn for s in stages], nest, all_shapes, dtype, [s.out_shape for s in stages]
+            )
+            runners.append(run)
+            done.update(members)
+        for w, program in plan.programs.items():
+            for k, (stage, (b, kern)) in enumerate(zip(program.stages, choices[w], strict=True)):
+                if (w, k) in done:
+                    continue
+                kern = kern if kern is not None else _stage_kernel(stage, program, b)
+                runners.append(_named(stage.fn.out_name, kern))
+    finals = {w: p.stages[-1].fn.out_name for w, p in (plan.programs.items() if plan else ())}
+
+    def run(arrays):
+        values = dict(arrays)
+        out = {name: k({a: arrays[a] for a in k_args(name)}) for name, k in einsums.items()}
+        for r in runners:
+            values.update(r(values))
+        out.update({w: values[name] for w, name in finals.items()})
+        return out
+
+    def k_args(name):
+        return fn.grad(name).args
+
+    run.plan = plan
+    # one entry per kernel built (a fused nest counts once), for the cache's statistics
+    run.backends = ["einsum"] * len(einsums) + [getattr(r, "backend", "numba") for r in runners]
+    return run
+
+
+def _named(name: str, kernel: Kernel):
+    def run(values):
+        return {name: kernel(values)}
+
+    run.backend = kernel.backend
+    return run

@@ -1,7 +1,9 @@
 """Rewrites of a body that the scheduler applies before choosing loops (shape-specific).
 
 * :func:`factor_sums` pulls the factors of a sum's body that do not depend on the sum variable
-  out of the sum: ``sum[j](f(i) * g(i, j)) = f(i) * sum[j](g(i, j))``. The derivation builds
+  out of the sum: ``sum[j](f(i) * g(i, j)) = f(i) * sum[j](g(i, j))``, and splits a sum of terms
+  that depend on different indices: ``sum[k](x(i, j, k) + y(i, k)) = sum[k](x) + sum[k](y)``,
+  the second a value of ``i`` alone. The derivation builds
   every term as *adjoint times local derivative*, so a derivative's sums carry factors of the
   outer indices (``dy[p]``, ``d[p]**2``) that would otherwise be multiplied in once per term,
   and that hide an inner sum over the remaining indices (a value the scheduler can then compute
@@ -213,24 +215,61 @@ def factor_sums(node: Node, box: Box, params: Mapping[str, int]) -> Node:
             except KeyError:  # a bound on an index the box does not know: move nothing
                 inner_box[n.var], nonempty = (0, 0), False
             body = go(n.body, inner_box)
-            scale, factors, divisors = quotient_factors(body)
-
-            def movable(f: Node) -> bool:
-                return n.var not in free_indices(f) and (nonempty or not has_access(f))
-
-            out_num = [f for f in factors if movable(f)]
-            out_den = [f for f in divisors if movable(f)]
-            if not out_num and not out_den and scale == 1.0:
-                out = ir.sum_over(n.var, n.lower, n.upper, body)
+            groups = _terms_by_indices(body, n.var)
+            if len(groups) > 1:
+                # sum(x(i, j, k) + y(i, k)) = sum(x) + sum(y): the second is a value of i
+                out = ir.ZERO
+                for sign, term in groups:
+                    part = _factored_sum(n, term, nonempty)
+                    out = ir.add(out, part) if sign > 0 else ir.sub(out, part)
             else:
-                in_num = [f for f in factors if all(f is not g for g in out_num)]
-                in_den = [f for f in divisors if all(f is not g for g in out_den)]
-                total = ir.sum_over(n.var, n.lower, n.upper, _quotient(1.0, in_num, in_den))
-                out = _quotient(scale, [*out_num, total], out_den)
+                out = _factored_sum(n, body, nonempty)
         memo[key] = out
         return out
 
     return go(node, dict(box))
+
+
+def _factored_sum(n: Sum, body: Node, nonempty: bool) -> Node:
+    """``sum[n.var](body)`` with the factors and divisors of ``body`` that do not depend on the
+    sum's index outside it (a factor that reads an argument only where the range is non-empty)."""
+    scale, factors, divisors = quotient_factors(body)
+
+    def movable(f: Node) -> bool:
+        return n.var not in free_indices(f) and (nonempty or not has_access(f))
+
+    out_num = [f for f in factors if movable(f)]
+    out_den = [f for f in divisors if movable(f)]
+    if not out_num and not out_den and scale == 1.0:
+        return ir.sum_over(n.var, n.lower, n.upper, body)
+    in_num = [f for f in factors if all(f is not g for g in out_num)]
+    in_den = [f for f in divisors if all(f is not g for g in out_den)]
+    total = ir.sum_over(n.var, n.lower, n.upper, _quotient(1.0, in_num, in_den))
+    return _quotient(scale, [*out_num, total], out_den)
+
+
+def _terms_by_indices(body: Node, var: str) -> list[tuple[int, Node]]:
+    """The terms of a sum's body (through ``+``, ``-`` and negation), grouped by the indices
+    they depend on besides the sum's own: ``[(sign, group sum), ...]``, one entry per group."""
+    terms: list[tuple[int, Node]] = []
+    stack = [(1, body)]
+    while stack:
+        sign, t = stack.pop()
+        if isinstance(t, Op) and t.op in ("add", "sub"):
+            stack.append((sign if t.op == "add" else -sign, t.args[1]))
+            stack.append((sign, t.args[0]))
+        elif isinstance(t, Op) and t.op == "neg":
+            stack.append((-sign, t.args[0]))
+        else:
+            terms.append((sign, t))
+    groups: dict[frozenset, Node] = {}
+    for sign, t in terms:
+        key = free_indices(t) - {var}
+        signed = t if sign > 0 else ir.neg(t)
+        groups[key] = ir.add(groups[key], signed) if key in groups else signed
+    if len(groups) == 1:
+        return [(1, body)]
+    return [(1, g) for g in groups.values()]
 
 
 # -- alpha equivalence and reuse of known values --------------------------------------------------
@@ -372,31 +411,15 @@ def reuse_known(body: Node, known: list[Known]) -> Node:
     candidates = [k for k in known if k.body.children()]  # a bare access is not worth a read
     if not candidates:
         return body
-    memo: dict[int, Node] = {}
 
-    def go(n: Node) -> Node:
-        hit = memo.get(id(n))
-        if hit is not None:
-            return hit
-        out = None
+    def read(n: Node) -> Node | None:
         for k in candidates:
             where = _match(k, n)
             if where is not None:
-                out = ir.access(k.name, where)
-                break
-        if out is None:
-            if isinstance(n, Op):
-                out = ir.apply(n.op, *(go(a) for a in n.args))
-            elif isinstance(n, Where):
-                out = ir.where(n.conds, go(n.then), go(n.other))
-            elif isinstance(n, Sum):
-                out = ir.sum_over(n.var, n.lower, n.upper, go(n.body))
-            else:
-                out = n
-        memo[id(n)] = out
-        return out
+                return ir.access(k.name, where)
+        return None
 
-    return go(body)
+    return ir.rebuild(body, read)
 
 
 def accessed(node: Node) -> set[str]:
@@ -406,27 +429,7 @@ def accessed(node: Node) -> set[str]:
 
 def replace_node(body: Node, old: Node, new: Node) -> Node:
     """``body`` with every occurrence of the node ``old`` (by identity) replaced by ``new``."""
-    memo: dict[int, Node] = {}
-
-    def go(n: Node) -> Node:
-        if n is old:
-            return new
-        if not n.children():
-            return n
-        hit = memo.get(id(n))
-        if hit is not None:
-            return hit
-        if isinstance(n, Op):
-            out = ir.apply(n.op, *(go(a) for a in n.args))
-        elif isinstance(n, Where):
-            out = ir.where(n.conds, go(n.then), go(n.other))
-        else:
-            assert isinstance(n, Sum)
-            out = ir.sum_over(n.var, n.lower, n.upper, go(n.body))
-        memo[id(n)] = out
-        return out
-
-    return go(body)
+    return ir.rebuild(body, lambda n: new if n is old else None)
 
 
 def sum_swaps(body: Node, limit: int = 4) -> list[Node]:

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Mapping
@@ -57,10 +58,12 @@ from tadiff.index.compile.rewrite import (
 from tadiff.index.expr import Affine, Node, Sum, free_indices, index_exprs, is_param, walk
 
 __all__ = [
+    "Gradients",
     "Program",
     "Stage",
     "definition",
     "memory_budget",
+    "plan_gradients",
     "plan_program",
     "set_memory_budget",
 ]
@@ -337,6 +340,7 @@ def plan_program(
     shapes: Mapping[str, tuple[int, ...]],
     dtype: object = np.float64,
     known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
+    reserved: set[str] | frozenset[str] = frozenset(),
 ) -> Program:
     """The program computing ``fn`` for these shapes (see the module docstring).
 
@@ -347,6 +351,7 @@ def plan_program(
         known: values the caller can pass besides the arguments, as
             ``name -> (TensorFunction, shape)``: the array ``name`` holds that function's
             output for the same arguments (a forward's output for its derivatives).
+        reserved: names the temporaries must not take (those of other programs run with it).
 
     Returns:
         A :class:`Program`; its stages' definitions read ``fn``'s arguments, the known values
@@ -379,8 +384,12 @@ def plan_program(
     factored = factor_sums(body, box, params)
     if factored is not body and _in_bounds(factored, fn.out_vars, out_shape, all_shapes):
         body = factored
-        notes.append("factors independent of a sum's index moved out of the sum")
+        notes.append(
+            "factors independent of a sum's index moved out of the sum "
+            "(and terms on fewer indices split off)"
+        )
     taken = set(all_shapes) | {fn.out_name} | {v for n in walk(body) for v in free_indices(n)}
+    taken |= set(reserved)
     best = None
     # the body as written (factored), and with one pair of nested sums exchanged: the order
     # in which a product of sums is contracted; the cheapest plan is kept
@@ -401,3 +410,104 @@ def plan_program(
     for s in stages[:-1]:
         notes.append(f"{s.fn.out_name} is computed once per binding of its indices")
     return Program(fn, stages, planner.shapes, dtype, saved, notes)
+
+
+# -- the derivatives of one op, fused where they share loops ---------------------------------------
+
+
+@dataclass
+class Gradients:
+    """The programs of several derivatives of one function, with the stages that run as one
+    loop nest because they share their outer loops.
+
+    Attributes:
+        programs: argument name -> the program of the derivative with respect to it.
+        fused: groups of ``(argument, stage index)`` with the nest computing them together.
+    """
+
+    programs: dict[str, Program]
+    fused: list[tuple[list[tuple[str, int]], Nest]]
+
+    def explain(self) -> str:
+        lines = []
+        for members, nest in self.fused:
+            names = ", ".join(self.programs[w].stages[k].fn.out_name for w, k in members)
+            lines.append(f"fused: {names} in one nest (loops {', '.join(nest.order)})")
+            lines += ["  | " + line for line in nest.text().splitlines()]
+        return "\n".join(lines)
+
+
+def plan_gradients(
+    fn,
+    wrts: tuple[str, ...],
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype: object = np.float64,
+    known: Mapping[str, tuple[object, tuple[int, ...]]] | None = None,
+) -> Gradients:
+    """The programs of ``fn``'s derivatives with respect to ``wrts`` (each reading ``known``),
+    and the groups of their stages that share outer loops, planned as one nest each where the
+    estimate drops by a sixth (the RBF kernel sum's ``db`` and ``dv`` both need each pair's
+    exponential: one pass instead of two).
+
+    Only stages that read no temporary are fused (they can run first, in any order); the nests
+    are for the loop backends (Numba), the others run the programs as they are.
+    """
+    dtype = np.dtype(dtype)
+    reserved: set[str] = set()
+    programs = {}
+    for name in wrts:
+        program = plan_program(fn.grad(name), shapes, dtype, known, reserved)
+        reserved |= {st.fn.out_name for st in program.stages}
+        programs[name] = program
+    temps = {st.fn.out_name for p in programs.values() for st in p.stages[:-1]}
+    candidates = [
+        (w, k)
+        for w, p in programs.items()
+        for k, st in enumerate(p.stages)
+        if not set(st.fn.args) & temps and st.fn.out_vars
+    ]
+    fused: list[tuple[list[tuple[str, int]], Nest]] = []
+    used: set[tuple[str, int]] = set()
+    for a in candidates:
+        if a in used:
+            continue
+        best = None
+        for b in candidates:
+            if b == a or b in used:
+                continue
+            found = _fuse([programs[a[0]], programs[b[0]]], [a[1], b[1]])
+            if found is not None and (best is None or found[1].cost < best[1][1].cost):
+                best = (b, found)
+        if best is None:
+            continue
+        b, (_, nest) = best
+        group = [a, b]
+        used.update(group)
+        fused.append((group, nest))
+    return Gradients(programs, fused)
+
+
+def _fuse(programs: list[Program], indices: list[int]):
+    """The cheapest nest computing the given stages together, if it beats them apart by 1/6."""
+    from tadiff.index.compile.loops import Part, build_fused_nest, loop_orders, shared_prefix
+
+    stages = [p.stages[k] for p, k in zip(programs, indices, strict=True)]
+    apart = sum(st.nest.cost for st in stages)
+    params: dict[str, int] = {}
+    for p, st in zip(programs, stages, strict=True):
+        params.update(st.fn._params({a: p.shapes[a] for a in st.fn.args}))
+    options = [
+        [
+            Part(st.fn.body, st.fn.out_name, st.fn.out_vars, st.out_shape, o)
+            for o in loop_orders(st.fn.body, st.fn.out_vars)
+        ]
+        for st in stages
+    ]
+    best = None
+    for parts in itertools.product(*options):
+        if shared_prefix(parts) < 2:  # one shared output loop: nothing but the row to share
+            continue
+        nest = build_fused_nest(parts, params)
+        if nest.cost < apart * 5 / 6 and (best is None or nest.cost < best[1].cost):
+            best = (list(parts), nest)
+    return best

@@ -48,6 +48,7 @@ from tadiff.index.compile._window_gemm import (
     plan_window_gemm,
     write_into,
 )
+from tadiff.index.compile.rewrite import product_factors
 from tadiff.index.expr import (
     Access,
     Affine,
@@ -113,20 +114,6 @@ def _plain_var(a: Affine) -> str | None:
     return None
 
 
-def _product_factors(node: Node) -> tuple[float, list[Node]]:
-    """``node`` as ``scale * prod(factors)`` through mul/neg/constant nodes."""
-    if isinstance(node, Const):
-        return node.value, []
-    if isinstance(node, Op) and node.op == "mul":
-        sa, fa = _product_factors(node.args[0])
-        sb, fb = _product_factors(node.args[1])
-        return sa * sb, fa + fb
-    if isinstance(node, Op) and node.op == "neg":
-        s, f = _product_factors(node.args[0])
-        return -s, f
-    return 1.0, [node]
-
-
 def _constant_bound(
     bounds: tuple[Affine, ...], params: Mapping[str, int], lower: bool
 ) -> int | None:
@@ -150,7 +137,7 @@ def lower_einsum(fn, params: Mapping[str, int], shapes: Mapping, out_shape, dtyp
             return None
         sums.append((body.var, hi + 1))
         body = body.body
-    scale, factors = _product_factors(body)
+    scale, factors = product_factors(body)
     if not factors or not all(isinstance(f, Access) for f in factors):
         return None
     ranges = dict(zip(fn.out_vars, out_shape, strict=True))
@@ -490,7 +477,7 @@ class _Planner:
         self, body: Node, widths: dict[int, int], mask
     ) -> Callable[[Arrays], np.ndarray]:
         axes = list(widths)
-        scale, factors = _product_factors(body)
+        scale, factors = product_factors(body)
         typed_scale = self.dtype.type(scale)
         if factors and all(isinstance(f, Access | Index) for f in factors):
             plans = [self.plan(f) for f in factors]
