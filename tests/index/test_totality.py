@@ -12,6 +12,7 @@ ValueError, MemoryError, OverflowError or a backend's own exception — within :
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -208,14 +209,26 @@ def mutated(draw):
     return text
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=80,
+    deadline=timedelta(seconds=4 * SECONDS),  # each call is held to SECONDS by _timed
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(mutated())
 def test_mutated_definitions_end_in_a_result_or_a_tadiff_error(text):
     exercise(text)
 
 
 @pytest.mark.slow
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=2000,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(mutated())
 def test_mutated_definitions_stress(text):
     """The property above on many more examples (``pytest -m slow``, several minutes)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -39,7 +40,7 @@ def systems(draw):
     return names, [*_box(names), *ineqs], eqs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=timedelta(seconds=10), derandomize=True, database=None)
 @given(systems())
 def test_feasibility_matches_enumeration(system):
     names, ineqs, eqs = system
@@ -47,7 +48,7 @@ def test_feasibility_matches_enumeration(system):
     assert integer_feasible(ineqs, eqs) == expected
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=timedelta(seconds=10), derandomize=True, database=None)
 @given(systems(), st.lists(st.integers(-3, 3), min_size=3, max_size=3), st.integers(1, 3))
 def test_range_matches_enumeration(system, coeffs, den):
     names, ineqs, eqs = system
@@ -84,3 +85,12 @@ def test_budget_is_reported():
     x = Affine.variable("x")
     with pytest.raises(ProofBudgetExceeded, match="gave up"):
         integer_feasible([x, 10 - x, 3 * x - 1], budget=0)
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, derandomize=True, database=None)
+@given(systems(), st.lists(st.integers(-3, 3), min_size=3, max_size=3), st.integers(1, 3))
+def test_omega_against_enumeration_stress(system, coeffs, den):
+    """Both properties above on many more systems (``pytest -m slow``, a few minutes)."""
+    test_feasibility_matches_enumeration.hypothesis.inner_test(system)
+    test_range_matches_enumeration.hypothesis.inner_test(system, coeffs, den)

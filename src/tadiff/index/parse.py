@@ -605,7 +605,7 @@ class _Parser:
             dim_token = self.tok
             dim = self.integer("a dimension")
             if dim >= _MAX_DIMS:
-                raise self.error(f"a dimension is below {_MAX_DIMS}, got {dim}", dim_token)
+                raise self.error(f"a dimension must be below {_MAX_DIMS}, got {dim}", dim_token)
             self.expect("]", "']' after the dimension")
             self.params.append((token.text, dim, token.column))
             return Affine.variable(size_param(token.text, dim))
