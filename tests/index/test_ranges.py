@@ -238,6 +238,20 @@ def test_every_derivative_of_a_defined_function_evaluates(case, seed):
         np.testing.assert_allclose(derived, scatter_vjp(f, arrays, name, g), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
+@settings(
+    max_examples=1000,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(with_empty_sums(), st.integers(0, 2**32 - 1))
+def test_every_derivative_evaluates_stress(case, seed):
+    """The property above on many more examples (``pytest -m slow``, about a minute)."""
+    test_every_derivative_of_a_defined_function_evaluates.hypothesis.inner_test(case, seed)
+
+
 def test_every_index_position_of_small_definitions_agrees_with_the_interpreter():
     # the static check and the interpreter's own per-access check agree: the check refuses
     # exactly the definitions whose evaluation reads outside (exhaustive over small offsets)

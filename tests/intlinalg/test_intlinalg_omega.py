@@ -88,7 +88,7 @@ def test_budget_is_reported():
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None, derandomize=True, database=None)
+@settings(max_examples=1000, deadline=None, derandomize=True, database=None)
 @given(systems(), st.lists(st.integers(-3, 3), min_size=3, max_size=3), st.integers(1, 3))
 def test_omega_against_enumeration_stress(system, coeffs, den):
     """Both properties above on many more systems (``pytest -m slow``, a few minutes)."""
