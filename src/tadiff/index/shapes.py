@@ -318,24 +318,13 @@ def _symbolic_range(
 
 def close(body: Node, sum_ranges: SumRanges) -> Node:
     """``body`` with every sum written without bounds given its inferred range."""
-    cache: dict[int, Node] = {}
 
-    def go(node: Node) -> Node:
-        hit = cache.get(id(node))
-        if hit is not None:
-            return hit
-        if isinstance(node, Sum):
-            out = ir.sum_over(node.var, *_sum_bounds(node, sum_ranges), go(node.body))
-        elif isinstance(node, Op):
-            out = ir.apply(node.op, *(go(a) for a in node.args))
-        elif isinstance(node, Where):
-            out = ir.where(node.conds, go(node.then), go(node.other))
-        else:
-            out = node
-        cache[id(node)] = out
-        return out
+    def closed(node: Node) -> Node | None:
+        if not isinstance(node, Sum):
+            return None
+        return ir.sum_over(node.var, *_sum_bounds(node, sum_ranges), close(node.body, sum_ranges))
 
-    return go(body)
+    return ir.rebuild(body, closed)
 
 
 # -- call time: concrete systems ----------------------------------------------------------------
