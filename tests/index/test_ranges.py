@@ -248,7 +248,7 @@ def test_every_derivative_of_a_defined_function_evaluates(case, seed):
 )
 @given(with_empty_sums(), st.integers(0, 2**32 - 1))
 def test_every_derivative_evaluates_stress(case, seed):
-    """The property above on many more examples (``pytest -m slow``, about a minute)."""
+    """The property above on many more examples (``pytest -m slow``, about a minute and a half)."""
     test_every_derivative_of_a_defined_function_evaluates.hypothesis.inner_test(case, seed)
 
 
