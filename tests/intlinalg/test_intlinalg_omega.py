@@ -91,6 +91,6 @@ def test_budget_is_reported():
 @settings(max_examples=1000, deadline=None, derandomize=True, database=None)
 @given(systems(), st.lists(st.integers(-3, 3), min_size=3, max_size=3), st.integers(1, 3))
 def test_omega_against_enumeration_stress(system, coeffs, den):
-    """Both properties above on many more systems (``pytest -m slow``, a few minutes)."""
+    """Both properties above on many more systems (``pytest -m slow``, about two minutes)."""
     test_feasibility_matches_enumeration.hypothesis.inner_test(system)
     test_range_matches_enumeration.hypothesis.inner_test(system, coeffs, den)
