@@ -231,5 +231,5 @@ def test_mutated_definitions_end_in_a_result_or_a_tadiff_error(text):
 )
 @given(mutated())
 def test_mutated_definitions_stress(text):
-    """The property above on many more examples (``pytest -m slow``, several minutes)."""
+    """The property above on many more examples (``pytest -m slow``, about ten seconds)."""
     exercise(text)
