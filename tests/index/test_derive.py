@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from index_oracles import central_vjp, scatter_vjp
 
-from tadiff.errors import InputError
+from tadiff.errors import BoundsError, InputError
 from tadiff.index.function import define
 
 # (definition, argument shapes): the hand-picked corpus of the issue and the brief
@@ -95,6 +95,9 @@ SECOND_ORDER = [
     # inner condition) reading dy[., -1]
     ("y[i:2, j:1] = where(2*i < j + 1, x[2*i+1] * x[2*i-2*j] + x[0], 0)", {"x": (4,)}, "x", "x"),
     ("y[i:2, j:1] = where(2*i < j + 1, x[2*i+1] * x[2*i-2*j] + x[0], 0)", {"x": (6,)}, "x", "x"),
+    # without + x[0]: its second derivative once had a sum over j wider than its accesses
+    # (dy[(q + 2*j)/2, j] at j = -1), refused by the bounds check
+    ("y[i:2, j:1] = where(2*i < j + 1, x[2*i+1] * x[2*i-2*j], 0)", {"x": (4,)}, "x", "x"),
 ]
 
 
@@ -129,24 +132,25 @@ def test_matmul_gradients_are_plain_sums():
 def test_strided_convolution_input_gradient_has_exact_window():
     f = define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
     assert str(f.grad("x")) == (
-        "dx[b, c, p] = sum[o=0:w.shape[0], "
+        "dx[b, c, p:x.shape[2]] = sum[o=0:w.shape[0], "
         "t=max(0, ceil((p - w.shape[2] + 1)/2)):min(dy.shape[2], floor(p/2) + 1)]"
         "(dy[b, o, t] * w[o, c, p - 2*t])"
     )
     assert str(f.grad("w")) == (
-        "dw[o, c, k] = sum[b=0:x.shape[0], t=0:dy.shape[2]](dy[b, o, t] * x[b, c, k + 2*t])"
+        "dw[o, c, k:w.shape[2]] = "
+        "sum[b=0:x.shape[0], t=0:dy.shape[2]](dy[b, o, t] * x[b, c, k + 2*t])"
     )
 
 
 def test_diagonal_gradient_is_a_delta():
     # Halide gets out(x) = in(x, x) wrong; here it is a delta on the two indices of c
-    assert str(define("y[i] = c[i,i]").grad("c")) == "dc[i, p] = where(i == p, dy[i], 0)"
+    assert str(define("y[i] = c[i,i]").grad("c")) == "dc[i, p:c.shape[0]] = where(i == p, dy[i], 0)"
 
 
 def test_stride_two_access_gives_integrality_condition():
     # odd entries of x and entries past 2*len(y) get zero
     assert str(define("y[i] = x[2*i]").grad("x")) == (
-        "dx[p] = where(p % 2 == 0 and p + 2 <= 2*dy.shape[0], dy[p/2], 0)"
+        "dx[p:x.shape[0]] = where(p % 2 == 0 and p + 2 <= 2*dy.shape[0], dy[p/2], 0)"
     )
 
 
@@ -155,11 +159,17 @@ def test_huge_stride_is_exact():
     f = define("y[i:2] = x[1000000007*i + 3]")
     g = f.grad("x")
     assert str(g) == (
-        "dx[p] = where((p + 1000000004) % 1000000007 == 0 and p <= 1000000010, "
+        "dx[p:x.shape[0]] = where((p + 1000000004) % 1000000007 == 0 and p <= 1000000010, "
         "dy[(p - 3)/1000000007], 0)"
     )
-    # x has 6 elements: only x[3] is read (by y[0]); y[1] would read x[1000000010]
-    np.testing.assert_array_equal(g(x=np.ones(6), dy=np.array([2.0, 5.0])), [0, 0, 0, 2, 0, 0])
+    # with 6 elements of x the forward's y[1] would read x[1000000010]: no derivative there
+    with pytest.raises(BoundsError, match=r"access x\[1000000007\*i \+ 3\] is out of bounds"):
+        g(x=np.ones(6), dy=np.array([2.0, 5.0]))
+    # the printed derivative alone (it reads only dy and the size of x) is defined there:
+    # only x[3] gets a gradient, from y[0]
+    again = define(str(g))
+    assert again.args == ("x", "dy") and again.shape_only == {"x"}
+    np.testing.assert_array_equal(again(x=np.ones(6), dy=np.array([2.0, 5.0])), [0, 0, 0, 2, 0, 0])
 
 
 def test_elementwise_gradient_reuses_forward_value():
@@ -173,13 +183,14 @@ def test_elementwise_gradient_reuses_forward_value():
 def test_shifted_access_gradient_range():
     f = define("y[i] = sum[k](d[i+k] * a[k])")
     assert str(f.grad("d")) == (
-        "dd[p] = sum[i=max(0, p - a.shape[0] + 1):min(dy.shape[0], p + 1)](dy[i] * a[p - i])"
+        "dd[p:d.shape[0]] = "
+        "sum[i=max(0, p - a.shape[0] + 1):min(dy.shape[0], p + 1)](dy[i] * a[p - i])"
     )
 
 
 def test_no_simplification_leftovers_in_power_rule():
     # TensorAlgDiff prints ** (2 - 1); tadiff folds it
-    assert str(define("y[i] = x[i]**2").grad("x")) == "dx[i] = dy[i] * 2 * x[i]"
+    assert str(define("y[i] = x[i]**2").grad("x")) == "dx[i] = 2 * dy[i] * x[i]"
 
 
 # -- max/min subgradient convention --------------------------------------------------------------
@@ -279,10 +290,11 @@ def test_division_by_a_constant_stays_a_division():
     # 1/3 is inexact in floating point: keep dy / 3 rather than 0.333... * dy
     f = define("y[i] = sum[k=0:3](x[3*i+k]) / 3")
     assert str(f.grad("x")) == (
-        "dx[p] = sum[i=max(0, ceil((p - 2)/3)):min(dy.shape[0], floor(p/3) + 1)](dy[i] / 3)"
+        "dx[p:x.shape[0]] = "
+        "sum[i=max(0, ceil((p - 2)/3)):min(dy.shape[0], floor(p/3) + 1)](dy[i] / 3)"
     )
     assert str(define("y[i] = x[5-i]").grad("x")) == (
-        "dx[p] = where(p <= 5 and p + dy.shape[0] >= 6, dy[5 - p], 0)"
+        "dx[p:x.shape[0]] = where(p <= 5 and p + dy.shape[0] >= 6, dy[5 - p], 0)"
     )
 
 

@@ -79,13 +79,13 @@ def test_scalar_argument_and_scalar_output():
         ("y[i] = x[i/0]", 11, "division by zero in an index"),
         ("y[i] = x[0.5]", 9, "index constants must be integers"),
         ("y[i] = exp(x[i], 2)", 7, r"exp takes 1 argument\(s\), got 2"),
-        ("y[i] = sum[k=0:q.shape[0]](x[k])", 15, "'q' is not an argument"),
+        ("y[i] = x[i + y.shape[0]]", 13, "'y' is the defined tensor"),
         ("y[i] = x[i] * x.shape[1]", 14, "unknown index 'x'"),
         ("y[i] = where(i, x[i], 0)", 14, "expected a comparison"),
         ("[i] = x[i]", 0, "expected the name of the defined tensor"),
         ("y[i] x[i]", 5, "expected '=' after the output"),
         ("y[i] = ", 7, "expected a number, a name or '\\(', found end of input"),
-        ("y[i:0] = x[i]", 3, "an output size must be at least 1"),
+        ("y[i:0] = x[i]", 4, "an output size must be at least 1"),
     ],
 )
 def test_parse_errors_point_at_the_column(source, column, message):

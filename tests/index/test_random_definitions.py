@@ -9,6 +9,8 @@ derivative of one derivative must equal the scatter oracle applied to that deriv
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -80,7 +82,13 @@ def definitions(draw):
     return f"{head} = {body}", {a: tuple(s) for a, s in shape.items()}
 
 
-_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(
+    max_examples=40,
+    deadline=timedelta(seconds=20),  # examples take about 0.1 s: room for a loaded machine
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @_SETTINGS
@@ -110,7 +118,13 @@ def test_random_definition_gradients(case, seed):
         np.testing.assert_allclose(reread, derived, rtol=1e-13, atol=1e-15, err_msg=str(grad))
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=20,
+    deadline=timedelta(seconds=20),
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(definitions(), st.integers(0, 2**32 - 1), st.data())
 def test_random_definition_second_order(case, seed, data):
     source, shapes = case
@@ -129,7 +143,13 @@ def test_random_definition_second_order(case, seed, data):
 
 
 @pytest.mark.slow
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=500,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(definitions(), st.integers(0, 2**32 - 1), st.data())
 def test_random_definitions_stress(case, seed, data):
     """Many more examples of both checks above (run with ``pytest -m slow``)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tadiff.errors import BoundsError, DerivationError, DTypeError, InputError, ShapeError
+from tadiff.errors import BoundsError, DTypeError, InputError, ParseError, ShapeError
 from tadiff.index.function import define
 
 rng = np.random.default_rng(7)
@@ -83,8 +83,12 @@ def test_output_shape_inference():
 
 
 def test_output_size_that_cannot_be_inferred():
-    with pytest.raises(ShapeError, match="cannot infer the size of output index 's' of f"):
+    # s alone could reach 2 (t = 0) and t alone 20 (s = 0), but not both: no largest range
+    with pytest.raises(ShapeError, match="cannot infer the sizes of output indices s, t of f"):
         define("f[s,t] = x[10*s+t]")(x=np.ones(20))
+    # an index that no access bounds
+    with pytest.raises(ShapeError, match="cannot infer the size of output index 'j' of y"):
+        define("y[i, j] = where(j == 0, x[i], 0)")(x=np.ones(3))
 
 
 def test_empty_output_dimension_is_an_error():
@@ -93,15 +97,16 @@ def test_empty_output_dimension_is_an_error():
 
 
 def test_sum_range_that_cannot_be_inferred():
-    with pytest.raises(DerivationError, match="cannot infer the range of sum index 'k'"):
+    with pytest.raises(ParseError, match="cannot infer the range of sum index 'k'") as info:
         define("y[i] = sum[k](x[i+k])")
+    assert info.value.column == 11  # at the sum's index
 
 
 # -- static bounds checking ----------------------------------------------------------------------
 
 
 def test_bounds_error_names_argument_expression_and_range():
-    f = define("y[i] = x[i] + x[i+1]")
+    f = define("y[i:4] = x[i] + x[i+1]")
     with pytest.raises(BoundsError, match=r"x\[i \+ 1\].*takes values 1\.\.4.*shape \(4,\)"):
         f(x=np.ones(4))
 
@@ -112,11 +117,15 @@ def test_bounds_error_for_explicit_output_size():
         f(x=np.ones(9), w=np.ones(3))
 
 
-def test_bounds_error_for_issue_example_with_short_d():
+def test_short_d_shortens_the_output_and_explicit_sizes_are_checked():
+    # i is used plainly in a and c (size 2), but d[i + k] with k < 3 is in bounds only for
+    # i = 0 when d has 3 elements: the largest range for which every access is in bounds
     f = define("f[i,j] = exp(-sum[k]((a[i,k] + b[j,k])**2 * c[i,i] + d[i+k]**3))")
     args = {"a": np.ones((2, 3)), "b": np.ones((4, 3)), "c": np.ones((2, 2)), "d": np.ones(3)}
+    assert f.reference(**args).shape == (1, 4)
+    g = define("f[i:2,j] = exp(-sum[k]((a[i,k] + b[j,k])**2 * c[i,i] + d[i+k]**3))")
     with pytest.raises(BoundsError, match=r"access d\[i \+ k\].*takes values 0\.\.3"):
-        f.reference(**args)
+        g.reference(**args)
 
 
 def test_guarded_access_is_in_bounds():
@@ -167,7 +176,7 @@ def test_torch_tensors_are_refused_with_a_clear_error():
 
 def test_printing_and_latex():
     f = define("z[i,j] = sum[k](x[i,k] * w[k,j])")
-    assert str(f) == "z[i, j] = sum[k=0:x.shape[1]](x[i, k] * w[k, j])"
+    assert str(f) == "z[i, j] = sum[k](x[i, k] * w[k, j])"  # as written: it reads back
     assert f.latex() == r"z_{i, j} = \sum_{k=0}^{N^{x}_{1} - 1} x_{i, k} \, w_{k, j}"
     assert f._repr_latex_() == f"$${f.latex()}$$"
     assert f.size_params == {"x.shape[0]", "x.shape[1]", "w.shape[1]"}

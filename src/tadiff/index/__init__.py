@@ -3,7 +3,7 @@
     >>> import numpy as np
     >>> f = define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
     >>> print(f.grad("w"))
-    dw[o, c, k] = sum[b=0:x.shape[0], t=0:dy.shape[2]](dy[b, o, t] * x[b, c, k + 2*t])
+    dw[o, c, k:w.shape[2]] = sum[b=0:x.shape[0], t=0:dy.shape[2]](dy[b, o, t] * x[b, c, k + 2*t])
 
 - :func:`define` parses a definition into a :class:`TensorFunction` (call it on NumPy arrays,
   ``.grad(name)``, ``.jacobian(name)``, ``.vjp(g, **args)``, ``str``/``.latex()``).

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -17,7 +18,16 @@ from tadiff.errors import InputError
 from tadiff.index.function import define
 from tadiff.index.numcheck import central_vjp
 
-__all__ = ["add_derive_parser", "parse_shape", "run_derive"]
+__all__ = ["CHECK_ELEMENTS", "CHECK_TOLERANCE", "add_derive_parser", "parse_shape", "run_derive"]
+
+
+CHECK_ELEMENTS = 4096
+"""Most elements an argument or the output may have for ``--check`` (central differences run
+the reference interpreter twice per element of the argument)."""
+
+CHECK_TOLERANCE = 1e-6
+"""Largest accepted check error, relative to ``max(1, max |derivative|)``: central differences
+with step 1e-6 in float64 are accurate to about 1e-9 of that scale for smooth functions."""
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -49,11 +59,42 @@ def add_derive_parser(sub: argparse._SubParsersAction) -> None:
         "--wrt", action="append", default=[], help="argument to derive for (default all)"
     )
     p.add_argument("--latex", action="store_true", help="print LaTeX instead of text")
-    p.add_argument("--check", action="store_true", help="compare with central differences")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with central differences (error relative to max(1, max |derivative|), "
+        f"at most {CHECK_TOLERANCE:g}; arguments of at most {CHECK_ELEMENTS} elements)",
+    )
+
+
+def _check_shapes(f, shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """The output shape for ``--check``, after refusing shapes it cannot use."""
+    unknown = [a for a in shapes if a not in f.args]
+    if unknown:
+        raise InputError(
+            f"--shape {unknown[0]}: {f.out_name} has no argument {unknown[0]!r}; arguments: "
+            f"{', '.join(f.args)}"
+        )
+    missing = [a for a in f.args if a not in shapes]
+    if missing:
+        raise InputError(f"--check needs --shape for {', '.join(missing)}")
+    out_shape = f.output_shape(**shapes)
+    for name, shape in [*shapes.items(), (f.out_name, out_shape)]:
+        if math.prod(shape) > CHECK_ELEMENTS:
+            raise InputError(
+                f"--check evaluates element by element: {name} of shape {shape} has more than "
+                f"{CHECK_ELEMENTS} elements; check with smaller shapes"
+            )
+    return out_shape
 
 
 def run_derive(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
     """Run ``tadiff derive``; returns the exit status (1 if a check fails).
+
+    ``--check`` compares each derivative with central differences of the reference
+    interpreter at random inputs and prints the largest difference, relative to
+    ``max(1, max |derivative|)`` (so values near ``e**9`` are judged relatively, gradients
+    near zero absolutely), and fails above :data:`CHECK_TOLERANCE`.
 
     Raises:
         TadiffError: bad definitions, shapes or argument names (the CLI prints them).
@@ -61,19 +102,23 @@ def run_derive(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
     f = define(args.definition)
     shapes = dict(parse_shape(s) for s in args.shape)
     out(f.latex() if args.latex else str(f))
+    out_shape = _check_shapes(f, shapes) if args.check else None
     status = 0
     for name in args.wrt or f.args:
         grad = f.grad(name)
         out(grad.latex() if args.latex else str(grad))
         if args.check:
-            missing = [a for a in f.args if a not in shapes]
-            if missing:
-                raise InputError(f"--check needs --shape for {', '.join(missing)}")
             rng = np.random.default_rng(0)
             arrays = {a: rng.uniform(0.5, 1.5, size=shapes[a]) for a in f.args}
-            g = rng.normal(size=f(**arrays).shape)
-            derived = grad(**arrays, **{f.grad_name: g})
-            error = float(np.max(np.abs(derived - central_vjp(f, arrays, name, g))))
-            out(f"  max |d{name} - central difference| = {error:.2e}")
-            status |= int(not error < 1e-6)
+            g = rng.normal(size=out_shape)
+            derived = grad.reference(**arrays, **{f.grad_name: g})
+            numeric = central_vjp(f, arrays, name, g)
+            scale = max(1.0, float(np.max(np.abs(derived), initial=0.0)))
+            error = float(np.max(np.abs(derived - numeric), initial=0.0)) / scale
+            out(
+                f"  max |d{name} - central difference| / max(1, max |d{name}|) = {error:.2e}"
+                f" ({'ok' if error <= CHECK_TOLERANCE else 'FAILED'}, tolerance "
+                f"{CHECK_TOLERANCE:g})"
+            )
+            status |= int(not error <= CHECK_TOLERANCE)
     return status

@@ -29,10 +29,9 @@ Sizes stay symbolic (``x.shape[2]``), so one derivation serves every shape; the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from math import gcd, lcm
 
-from tadiff.errors import DerivationError
+from tadiff.errors import DerivationError, ParseError
 from tadiff.index import expr as ir
 from tadiff.index.expr import (
     ONE,
@@ -49,6 +48,7 @@ from tadiff.index.expr import (
     is_param,
     size_param,
 )
+from tadiff.index.parse import MAX_DEPTH, MAX_NESTING, parse
 from tadiff.index.simplify import simplify, sum_or_point
 from tadiff.intlinalg import IntegerSolver, fourier_motzkin
 
@@ -58,19 +58,21 @@ __all__ = ["derive"]
 # -- local partial derivatives: one line per operation ------------------------------------------
 
 
-def _half_step(d: Node, sign: float) -> Node:
+def _half_step(d: Node, sign: float) -> tuple[Node, Node]:
     # (1 ± sign(d)) / 2: 1 on one side, 0 on the other, 1/2 at a tie
-    return ir.mul(ir.const(0.5), ir.add(ONE, ir.mul(ir.const(sign), ir.apply("sign", d))))
+    return ir.const(0.5), ir.add(ONE, ir.mul(ir.const(sign), ir.apply("sign", d)))
 
 
+# a partial is a node, or a tuple of factors that multiply the adjoint one after the other
+# (adjoint * 2 * x, not adjoint * (2 * x): a flat product reads better and keeps constants first)
 _PARTIALS = {
     "add": lambda n, a, b: (ONE, ONE),
     "sub": lambda n, a, b: (ONE, ir.const(-1.0)),
     "mul": lambda n, a, b: (b, a),
     "div": lambda n, a, b: (ir.div(ONE, b), ir.neg(ir.div(n, b))),
     "pow": lambda n, a, b: (
-        ir.mul(b, ir.power(a, ir.sub(b, ONE))),
-        ir.mul(n, ir.apply("log", a)),
+        (b, ir.power(a, ir.sub(b, ONE))),
+        (n, ir.apply("log", a)),
     ),
     "neg": lambda n, a: (ir.const(-1.0),),
     "exp": lambda n, a: (n,),
@@ -82,7 +84,7 @@ _PARTIALS = {
     "sqrt": lambda n, a: (ir.div(ir.const(0.5), n),),
     "abs": lambda n, a: (ir.apply("sign", a),),
     "sign": lambda n, a: (ZERO,),
-    "sigmoid": lambda n, a: (ir.mul(n, ir.sub(ONE, n)),),
+    "sigmoid": lambda n, a: ((n, ir.sub(ONE, n)),),
     # ties split the subgradient evenly: d max(a, b) = 1/2 da + 1/2 db at a == b, which is what
     # a central difference measures and keeps max(a, a) = a with derivative 1
     "maximum": lambda n, a, b: (_half_step(ir.sub(a, b), 1.0), _half_step(ir.sub(a, b), -1.0)),
@@ -130,17 +132,24 @@ def _backprop(
     bound: frozenset[str],
     out: list[_Occurrence],
 ) -> None:
-    @cache
-    def depends(node: Node) -> bool:  # does the subtree read the argument at all?
-        if isinstance(node, Access):
-            return node.name == wrt
-        return any(depends(c) for c in node.children())
+    reads: set[int] = set()  # nodes whose subtree reads the argument (children first)
+    for node in ir.walk(root):
+        if (isinstance(node, Access) and node.name == wrt) or any(
+            id(c) in reads for c in node.children()
+        ):
+            reads.add(id(node))
 
-    adjoints: dict[int, Node] = {id(root): seed}
+    def depends(node: Node) -> bool:
+        return id(node) in reads
+
+    # contributions are summed when a node is reached (balanced: a node used many times gets
+    # a shallow sum of its adjoints, not a chain as deep as its uses)
+    adjoints: dict[int, list[Node]] = {id(root): [seed]}
     for node in reversed(_scope_order(root)):
-        adjoint = adjoints.get(id(node))
-        if adjoint is None or not depends(node):
+        parts = adjoints.get(id(node))
+        if parts is None or not depends(node):
             continue
+        adjoint = ir.add_all(parts)
         if isinstance(node, Access):
             out.append(_Occurrence(node, adjoint, sums, conds))
         elif isinstance(node, Op):
@@ -150,11 +159,10 @@ def _backprop(
                     if node.op == "div" and pos == 0:  # adjoint / b, not adjoint * (1/b)
                         contribution = ir.div(adjoint, node.args[1])
                     else:
-                        contribution = ir.mul(adjoint, partial)
-                    previous = adjoints.get(id(child))
-                    adjoints[id(child)] = (
-                        contribution if previous is None else ir.add(previous, contribution)
-                    )
+                        contribution = adjoint
+                        for factor in partial if isinstance(partial, tuple) else (partial,):
+                            contribution = ir.mul(contribution, factor)
+                    adjoints.setdefault(id(child), []).append(contribution)
         elif isinstance(node, Sum):
             var, body = node.var, node.body
             if var in bound:  # a nested sum reusing a name: keep every liberated index distinct
@@ -402,12 +410,15 @@ def derive(fn, wrt: str):
     Example:
         >>> from tadiff.index.function import define
         >>> print(derive(define("y[i] = x[2*i]"), "x"))
-        dx[p] = where(p % 2 == 0 and p + 2 <= 2*dy.shape[0], dy[p/2], 0)
+        dx[p:x.shape[0]] = where(p % 2 == 0 and p + 2 <= 2*dy.shape[0], dy[p/2], 0)
     """
     from tadiff.index.function import TensorFunction
 
     grad_name = fn.grad_name
-    out_name = fresh_name(f"d{wrt}", set(fn.args) | {grad_name, fn.out_name})
+    used = _names_in(fn)
+    tensors = {*fn.args, grad_name, fn.out_name}
+    out_name = fresh_name(f"d{wrt}", tensors | used)
+    tensors.add(out_name)
     alias = {other: canonical for canonical, other, _ in fn.equal_sizes}
 
     def size(dim: int) -> Affine:
@@ -425,7 +436,8 @@ def derive(fn, wrt: str):
     _backprop(fn.body, seed, wrt, (), (), frozenset(fn.out_vars), occurrences)
 
     # names of dx's indices: the index used plainly in that dimension of x, else a fresh letter
-    used = _names_in(fn)
+    # (never a tensor's name: the text must read back)
+    used |= tensors
     beta: list[str] = []
     first = occurrences[0].access.indices if occurrences else ()
     for dim in range(fn.arg_ranks[wrt]):
@@ -453,20 +465,58 @@ def derive(fn, wrt: str):
     }
     facts += [Affine.variable(p) - 1 for p in sorted(params)]
 
-    total: Node = ZERO
+    parts = []
     for occ in occurrences:
-        taken = set(beta_t)  # loop variables may reuse sum and output index names, not dx's
-        total = ir.add(total, _gather(occ, fn.out_vars, out_ranges, beta_t, tuple(facts), taken))
+        # loop variables may reuse sum and output index names, not dx's nor a tensor's
+        taken = set(beta_t) | tensors
+        parts.append(_gather(occ, fn.out_vars, out_ranges, beta_t, tuple(facts), taken))
+    # the forward's sum over k may be nested where k is one of dx's indices: the body keeps
+    # that (the same node serves both, which the scheduler exploits); the text renames it
+    body = _sizes_through_gradient(simplify(ir.add_all(parts)), fn, grad_name)
+    levels = ir.depth(body)
+    if levels > MAX_DEPTH:
+        raise DerivationError(
+            f"the derivative of {fn.out_name} wrt {wrt} is {levels} levels deep, more than "
+            f"{MAX_DEPTH}: split the definition into several"
+        )
 
     args = tuple(dict.fromkeys((*fn.args, grad_name)))
     ranks = {**fn.arg_ranks, grad_name: len(fn.out_vars)}
-    return TensorFunction(
+    result = TensorFunction(
         out_name=out_name,
         out_vars=beta_t,
         out_ranges=tuple(((Affine.constant(0),), (size(d) - 1,)) for d in range(len(beta_t))),
         args=args,
         arg_ranks=ranks,
-        body=simplify(total),
+        body=body,
         equal_sizes=fn.equal_sizes,
         parent=(fn, wrt),
+        shape_only=fn.shape_only,
     )
+    if levels + 3 > MAX_NESTING:  # the text may nest deeper than the parser reads: try it
+        try:
+            parse(str(result))
+        except ParseError as exc:
+            raise DerivationError(
+                f"the derivative of {fn.out_name} wrt {wrt} would print as a definition that "
+                f"nests more than {MAX_NESTING} levels: split the definition into several"
+            ) from exc
+    return result
+
+
+def _sizes_through_gradient(body: Node, fn, grad_name: str) -> Node:
+    """Sizes of arguments the derivative does not read, written as the incoming gradient's
+    where they are an output size of ``fn``: ``sum[i=0:dy.shape[0]](dy[i, j])`` rather than
+    ``x.shape[0]``, so that the printed derivative names only what it reads."""
+    read = {n.name for n in ir.walk(body) if isinstance(n, Access)}
+    mapping = {}
+    for k, r in enumerate(fn.out_ranges):
+        if r is None or len(r[0]) != 1 or len(r[1]) != 1 or r[0][0] != 0:
+            continue
+        (upper,) = r[1]
+        names = list(upper.variables)
+        if len(names) == 1 and upper.coeff(names[0]) == 1 and upper.const == -1:
+            param = names[0]
+            if param.split(".shape[")[0] not in read and param not in mapping:
+                mapping[param] = Affine.variable(size_param(grad_name, k))
+    return ir.substitute_params(body, mapping) if mapping else body

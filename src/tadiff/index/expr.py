@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from math import gcd, lcm
 
@@ -50,8 +50,11 @@ __all__ = [
     "Where",
     "access",
     "add",
+    "add_all",
     "apply",
+    "associate",
     "const",
+    "depth",
     "div",
     "free_indices",
     "index_exprs",
@@ -64,9 +67,12 @@ __all__ = [
     "rebuild",
     "sub",
     "substitute",
+    "substitute_params",
     "sum_over",
+    "unshadow",
     "walk",
     "where",
+    "written_construction",
 ]
 
 UNARY = (
@@ -204,6 +210,7 @@ def _normal(kind: str, expr: Affine) -> Affine:
 
 _TABLE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _SIMPLIFY = [True]
+_WRITTEN = [False]
 
 
 @contextlib.contextmanager
@@ -214,6 +221,27 @@ def raw_construction() -> Iterator[None]:
         yield
     finally:
         _SIMPLIFY.pop()
+
+
+@contextlib.contextmanager
+def written_construction() -> Iterator[None]:
+    """Build nodes with only the simplifications that keep every evaluated access where it is.
+
+    The parser builds a definition *as written* this way: ``0 * u[s, t]``, ``x[i] - x[i]`` and
+    ``x[i]**0`` keep their accesses, and ``where(c, 1, 0) * x[i]`` does not move ``x[i]`` under
+    the condition, so that ranges are inferred and bounds checked on what the text reads.
+    Constant folding and ``x * 1``, ``x + 0``, ``--x`` still apply (they drop no access).
+    """
+    _WRITTEN.append(True)
+    try:
+        yield
+    finally:
+        _WRITTEN.pop()
+
+
+def _dropping() -> bool:
+    """Whether rules that drop or move an evaluated subexpression may apply."""
+    return _SIMPLIFY[-1] and not _WRITTEN[-1]
 
 
 class Node:
@@ -294,10 +322,14 @@ class Where(Node):
 # -- constructors (with local simplification) ---------------------------------------------------
 
 
+_NAN = float("nan")
+
+
 def const(value: float) -> Const:
-    """A float constant (``-0.0`` is stored as ``0.0`` so both intern to one node)."""
-    value = float(value)
-    return Const(value + 0.0)
+    """A float constant (``-0.0`` is stored as ``0.0`` and every NaN as one NaN object, so equal
+    constants intern to one node)."""
+    value = float(value) + 0.0
+    return Const(_NAN if value != value else value)
 
 
 ZERO = const(0.0)
@@ -353,7 +385,7 @@ def sub(a: Node, b: Node) -> Node:
             return a
         if _is(a, 0.0):
             return neg(b)
-        if a is b:
+        if a is b and _dropping():
             return ZERO
         if isinstance(b, Op) and b.op == "neg":
             return add(a, b.args[0])
@@ -370,7 +402,7 @@ def neg(a: Node) -> Node:
 def mul(a: Node, b: Node) -> Node:
     """``a * b``."""
     if _SIMPLIFY[-1]:
-        if _is(a, 0.0) or _is(b, 0.0):
+        if (_is(a, 0.0) or _is(b, 0.0)) and _dropping():
             return ZERO  # index-notation values are finite by assumption: 0 * x = 0
         if _is(a, 1.0):
             return b
@@ -385,16 +417,16 @@ def mul(a: Node, b: Node) -> Node:
         if isinstance(b, Op) and b.op == "neg":
             return neg(mul(a, b.args[0]))
         if isinstance(b, Const) and not isinstance(a, Const):
-            a, b = b, a  # constants first: 2*x, never x*2
+            return _constant_first(b, a)  # constants first: 2*x*y, never x*y*2 or 2*(x*y)
         # x * (1 / y) reads better, and evaluates in one rounding, as x / y
         if isinstance(b, Op) and b.op == "div" and b.args[0] is ONE:
             return div(a, b.args[1])
         if isinstance(a, Op) and a.op == "div" and a.args[0] is ONE:
             return div(b, a.args[1])
         # a delta factor wraps the whole product: where(c, a) * b = where(c, a * b)
-        if isinstance(a, Where) and a.other is ZERO:
+        if isinstance(a, Where) and a.other is ZERO and _dropping():
             return where(a.conds, mul(a.then, b))
-        if isinstance(b, Where) and b.other is ZERO:
+        if isinstance(b, Where) and b.other is ZERO and _dropping():
             return where(b.conds, mul(a, b.then))
         if a is b:
             return power(a, const(2.0))
@@ -408,12 +440,19 @@ def mul(a: Node, b: Node) -> Node:
     return _fold("mul", a, b) or Op("mul", (a, b))
 
 
+def _constant_first(c: Const, a: Node) -> Node:
+    """``a * c`` with the constant moved to the front of the product chain ``a``."""
+    if isinstance(a, Op) and a.op == "mul" and not isinstance(a.args[0], Const):
+        return mul(_constant_first(c, a.args[0]), a.args[1])
+    return mul(c, a)
+
+
 def div(a: Node, b: Node) -> Node:
     """``a / b``."""
     if _SIMPLIFY[-1]:
         if _is(b, 1.0):
             return a
-        if _is(a, 0.0):
+        if _is(a, 0.0) and _dropping():
             return ZERO
         if isinstance(b, Const) and not isinstance(a, Const) and abs(math.frexp(b.value)[0]) == 0.5:
             return mul(const(1.0 / b.value), a)  # x / 4 = 0.25 * x exactly (powers of two only)
@@ -425,7 +464,7 @@ def power(a: Node, b: Node) -> Node:
     if _SIMPLIFY[-1]:
         if _is(b, 1.0):
             return a
-        if _is(b, 0.0):
+        if _is(b, 0.0) and _dropping():
             return ONE
     return _fold("pow", a, b) or Op("pow", (a, b))
 
@@ -437,6 +476,52 @@ def apply(fn: str, *args: Node) -> Node:
     if _SIMPLIFY[-1] and fn in BINARY and args[0] is args[1]:
         return args[0]
     return _fold(fn, *args) or Op(fn, tuple(args))
+
+
+CHAIN = 32
+"""Chains of ``+``/``-`` (or ``*``/``/``) longer than this are grouped as a balanced tree."""
+
+
+def associate(
+    terms: list[tuple[bool, Node]], direct: Callable[[Node, Node], Node], inverse: Callable
+) -> Node:
+    """Combine ``t0 op1 t1 op2 t2 ...`` where each term is ``(inverted, node)``: ``a - b - c``
+    is ``[(False, a), (True, b), (True, c)]`` with ``direct=add``, ``inverse=sub``.
+
+    Up to :data:`CHAIN` terms the chain is grouped left to right, as written. A longer one is
+    grouped as a balanced tree — halves combined pairwise, ``a - b - c + d`` as
+    ``(a - b) - (c - d)`` — so its depth grows with the logarithm of its length and the
+    recursive passes over the expression (shapes, derivation, printing) stay shallow. The
+    printed text of such a tree has chains of at most ``log2(length) + 1`` terms at every
+    level of parentheses, so it reads back as the same tree.
+
+    Example:
+        >>> x = [access(n, ()) for n in "abc"]
+        >>> str(associate([(False, x[0]), (True, x[1]), (True, x[2])], add, sub))
+        'a[] - b[] - c[]'
+    """
+    if len(terms) <= CHAIN:
+        node = terms[0][1]
+        for inverted, term in terms[1:]:
+            node = (inverse if inverted else direct)(node, term)
+        return node
+
+    def group(items: list[tuple[bool, Node]]) -> tuple[bool, Node]:
+        if len(items) == 1:
+            return items[0]
+        (sign, left), (flip, right) = (
+            group(items[: len(items) // 2]),
+            group(items[len(items) // 2 :]),
+        )
+        # -l - r = -(l + r) and -l + r = -(l - r): the group keeps its first term's sign
+        return sign, (inverse if flip != sign else direct)(left, right)
+
+    return group(terms)[1]  # the first term is never inverted
+
+
+def add_all(nodes: list[Node]) -> Node:
+    """The sum of ``nodes`` (0 for none), balanced when long (see :func:`associate`)."""
+    return associate([(False, n) for n in nodes], add, sub) if nodes else ZERO
 
 
 def sum_over(var: str, lower: tuple[Affine, ...], upper: tuple[Affine, ...], body: Node) -> Node:
@@ -458,6 +543,11 @@ def where(conds: tuple[Cond, ...] | list[Cond], then: Node, other: Node = ZERO) 
     """
     if not _SIMPLIFY[-1]:
         return Where(tuple(conds), then, other)
+    if _WRITTEN[-1]:  # as written: even a branch never taken keeps its accesses (arguments)
+        conds = tuple(dict.fromkeys(conds))
+        if isinstance(then, Where) and then.other is other:
+            return Where((*conds, *(c for c in then.conds if c not in conds)), then.then, other)
+        return Where(conds, then, other)
     kept: list[Cond] = []
     for cond in conds:
         truth = cond.constant_truth()
@@ -498,6 +588,15 @@ def node_count(root: Node) -> int:
     return len(walk(root))
 
 
+def depth(root: Node) -> int:
+    """Nesting depth of the expression: 1 for a leaf, else 1 + the deepest child (through sum
+    bodies), computed without recursion."""
+    levels: dict[int, int] = {}
+    for node in walk(root):
+        levels[id(node)] = 1 + max((levels[id(c)] for c in node.children()), default=0)
+    return levels[id(root)]
+
+
 def index_exprs(node: Node) -> Iterator[Affine]:
     """The index expressions a node holds itself (not those of its children)."""
     if isinstance(node, Index):
@@ -534,6 +633,102 @@ def fresh_name(base: str, taken: set[str] | frozenset[str]) -> str:
     while f"{base}{n}" in taken:
         n += 1
     return f"{base}{n}"
+
+
+def index_names(root: Node) -> set[str]:
+    """Every index variable in the expression: free, bound by a sum, or used inside one."""
+    names: set[str] = set()
+    for node in walk(root):
+        if isinstance(node, Sum):
+            names.add(node.var)
+        for a in index_exprs(node):
+            names.update(v for v in a.variables if not is_param(v))
+    return names
+
+
+def unshadow(root: Node, bound: Iterable[str], avoid: Iterable[str] = ()) -> Node:
+    """``root`` with every sum index that repeats a name already bound around it (an output
+    index in ``bound``, or an enclosing sum's index) renamed to a fresh one.
+
+    A derivative can nest the forward's ``sum[k]`` where ``k`` is its own output index; the
+    meaning is the same, but the text form, the bounds checker and the loop nests want one
+    name per binding. Fresh names avoid every index of ``root`` and the names in ``avoid``
+    (tensor names).
+
+    Example:
+        >>> k = Affine.variable("k")
+        >>> inner = sum_over("k", (Affine.constant(0),), (Affine.constant(2),), access("x", (k,)))
+        >>> str(unshadow(mul(access("w", (k,)), inner), {"k"}))
+        'w[k] * sum[k1=0:3](x[k1])'
+    """
+    taken = index_names(root) | set(avoid) | set(bound)
+    cache: dict[tuple[int, frozenset[str]], Node] = {}
+
+    def go(node: Node, scope: frozenset[str]) -> Node:
+        key = (id(node), scope)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        out = node
+        if isinstance(node, Sum):
+            var, body = node.var, node.body
+            if var in scope:
+                fresh = fresh_name(var, taken)
+                taken.add(fresh)
+                body = substitute(body, {var: Affine.variable(fresh)})
+                var = fresh
+            inner = go(body, scope | {var})
+            if var != node.var or inner is not node.body:
+                out = Sum(var, node.lower, node.upper, inner)
+        elif isinstance(node, Op):
+            args = tuple(go(a, scope) for a in node.args)
+            if any(a is not b for a, b in zip(args, node.args, strict=True)):
+                out = Op(node.op, args)
+        elif isinstance(node, Where):
+            then, other = go(node.then, scope), go(node.other, scope)
+            if then is not node.then or other is not node.other:
+                out = Where(node.conds, then, other)
+        cache[key] = out
+        return out
+
+    # renaming only: the tree keeps its structure (no simplification, even of a written one)
+    with raw_construction():
+        return go(root, frozenset(bound))
+
+
+def substitute_params(node: Node, mapping: Mapping[str, Affine]) -> Node:
+    """``node`` with size parameters replaced (``x.shape[0]`` -> ``dy.shape[0]``): in indices,
+    sum bounds and conditions. Parameters are never bound, so nothing can be captured."""
+    if not mapping:
+        return node
+
+    def swap(a: Affine) -> Affine:
+        hit = {k: v for k, v in mapping.items() if k in a.variables}
+        return a.substitute(hit) if hit else a
+
+    cache: dict[int, Node] = {}
+
+    def go(n: Node) -> Node:
+        out = cache.get(id(n))
+        if out is not None:
+            return out
+        if isinstance(n, Index):
+            out = index_value(swap(n.expr))
+        elif isinstance(n, Access):
+            out = access(n.name, tuple(swap(a) for a in n.indices))
+        elif isinstance(n, Op):
+            out = apply(n.op, *(go(a) for a in n.args))
+        elif isinstance(n, Where):
+            out = where([c.substitute(mapping) for c in n.conds], go(n.then), go(n.other))
+        elif isinstance(n, Sum):
+            lower, upper = tuple(map(swap, n.lower)), tuple(map(swap, n.upper))
+            out = sum_over(n.var, lower, upper, go(n.body))
+        else:
+            out = n
+        cache[id(n)] = out
+        return out
+
+    return go(node)
 
 
 def rebuild(node: Node, replace) -> Node:

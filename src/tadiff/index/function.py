@@ -34,6 +34,7 @@ from tadiff.index.expr import (
     size_param,
     walk,
 )
+from tadiff.index.limits import check_memory
 from tadiff.index.parse import parse
 from tadiff.index.simplify import simplify
 
@@ -61,6 +62,12 @@ class TensorFunction:
         parent: for a derivative, ``(function, wrt)`` it was derived from.
         jacobian_of: for a Jacobian, ``(function, wrt)``; its leading output sizes are that
             function's output shape.
+        written: for a definition, its body as written (what ``str`` prints and what shapes
+            are inferred and checked on); None for derived functions, whose body is both.
+        written_sizes: the explicit output sizes of the text (None where inferred).
+        sum_ranges: the inferred ranges of the sums ``written`` leaves open.
+        shape_only: arguments used through their sizes only (``x.shape[0]``): any array
+            with at least ``arg_ranks[name]`` dimensions.
     """
 
     out_name: str
@@ -73,9 +80,23 @@ class TensorFunction:
     parent: tuple[TensorFunction, str] | None = None
     jacobian_of: tuple[TensorFunction, str] | None = None
     backend: str = "auto"
+    written: Node | None = field(default=None, repr=False)
+    written_sizes: tuple[Affine | None, ...] | None = field(default=None, repr=False)
+    sum_ranges: dict = field(default_factory=dict, repr=False)
+    shape_only: frozenset[str] = frozenset()
     _grads: dict[str, TensorFunction] = field(default_factory=dict, repr=False)
-    _checked: set = field(default_factory=set, repr=False)
+    _checked: dict = field(default_factory=dict, repr=False)
     _reads_output: dict = field(default_factory=dict, repr=False)
+    _sites: list | None = field(default=None, repr=False)
+
+    @property
+    def sites(self) -> list[shapes.AccessSite]:
+        """Every access as written, with its enclosing sums and conditions (what output sizes
+        are inferred from and bounds are checked on)."""
+        if self._sites is None:
+            source = self.body if self.written is None else self.written
+            self._sites = shapes.access_sites(source, self.sum_ranges)
+        return self._sites
 
     # -- shapes ---------------------------------------------------------------------------------
     def _arrays(self, arrays: Mapping[str, object], convert: bool = True) -> dict[str, np.ndarray]:
@@ -102,15 +123,28 @@ class TensorFunction:
                     f"argument {name} of {self.out_name} must be a real number array, "
                     f"got dtype {value.dtype}"
                 )
-            if value.ndim != self.arg_ranks[name]:
+            rank = self.arg_ranks[name]
+            if name in self.shape_only:
+                if value.ndim < rank:
+                    raise ShapeError(
+                        f"argument {name} of {self.out_name} needs at least {rank} "
+                        f"dimensions (its sizes are used), but has shape {value.shape}"
+                    )
+            elif value.ndim != rank:
                 raise ShapeError(
-                    f"argument {name} of {self.out_name} is indexed with {self.arg_ranks[name]} "
+                    f"argument {name} of {self.out_name} is indexed with {rank} "
                     f"indices but has shape {value.shape} ({value.ndim} dimensions)"
                 )
             out[name] = value.astype(np.float64, copy=False) if convert else value
         return out
 
     def _params(self, arg_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+        for name, shape in arg_shapes.items():
+            if any(n < 1 for n in shape):
+                raise ShapeError(
+                    f"argument {name} of {self.out_name} has shape {tuple(shape)}: index "
+                    "functions need every size to be at least 1"
+                )
         params = {
             f"{name}.shape[{d}]": n
             for name, shape in arg_shapes.items()
@@ -131,17 +165,40 @@ class TensorFunction:
     def output_shape(self, **arg_shapes: tuple[int, ...]) -> tuple[int, ...]:
         """The output shape for arguments of the given shapes (no data needed).
 
+        Every access is checked for these shapes on the way (once per shapes: the result is
+        remembered).
+
+        Raises:
+            ShapeError: sizes that must agree do not, or an output size that cannot be
+                inferred.
+            BoundsError: an access out of bounds.
+
         Example:
             >>> define("y[t] = sum[k](x[2*t+k] * w[k])").output_shape(x=(9,), w=(3,))
             (4,)
         """
         arg_shapes = {k: tuple(int(n) for n in v) for k, v in arg_shapes.items()}
+        key = tuple(sorted(arg_shapes.items()))
+        hit = self._checked.get(key)
+        if hit is not None:
+            return hit
+        for name in self.args:
+            rank, shape = self.arg_ranks[name], arg_shapes.get(name)
+            if shape is None:
+                raise InputError(f"{self.out_name} needs the shape of argument {name}")
+            if len(shape) < rank or (len(shape) > rank and name not in self.shape_only):
+                raise ShapeError(
+                    f"argument {name} of {self.out_name} is indexed with {rank} indices but "
+                    f"has shape {shape} ({len(shape)} dimensions)"
+                )
         params = self._params(arg_shapes)
         if self.parent is not None:
             self._check_parent(arg_shapes)
-        return shapes.output_shape(
-            self.body, self.out_vars, self.out_ranges, params, arg_shapes, self.out_name
+        shape = shapes.output_shape(
+            self.sites, self.out_vars, self.out_ranges, params, arg_shapes, self.out_name
         )
+        self._checked[key] = shape
+        return shape
 
     def _check_parent(self, arg_shapes: Mapping[str, tuple[int, ...]]) -> None:
         parent, _ = self.parent
@@ -193,11 +250,8 @@ class TensorFunction:
         values = self._arrays(arrays)
         arg_shapes = {k: v.shape for k, v in values.items()}
         out_shape = self.output_shape(**arg_shapes)
+        check_memory({self.out_name: (out_shape, "output")}, 8)
         params = self._params(arg_shapes)
-        key = tuple(sorted(arg_shapes.items()))
-        if key not in self._checked:
-            shapes.check_bounds(self.body, self.out_vars, out_shape, params, arg_shapes)
-            self._checked.add(key)
         return interpret.evaluate(self.out_vars, out_shape, self.body, values, params)
 
     def evaluate(self, arrays: Mapping[str, object], backend: str | None = None) -> np.ndarray:
@@ -437,15 +491,71 @@ class TensorFunction:
 
     # -- printing -------------------------------------------------------------------------------
     def __str__(self) -> str:
-        sizes = [_constant_size(r) for r in self.out_ranges]
-        return printer.function_text(self.out_name, self.out_vars, self.body, sizes)
+        if self.written is not None:
+            return printer.function_text(
+                self.out_name, self.out_vars, self.written, self.written_sizes, self.args
+            )
+        return printer.function_text(
+            self.out_name, self.out_vars, self.body, self._header_sizes(), self.args
+        )
+
+    def _header_sizes(self) -> list[Affine | None]:
+        """The output sizes the text must state: those that reading it back would not infer.
+
+        Reading back infers a range from the printed body; it is left out where that is this
+        function's range for every consistent call — the same size, or one equal to it because
+        both run over one index (``equal_sizes``) or the incoming gradient has the forward's
+        shape.
+        """
+        if self.jacobian_of is not None:  # its leading sizes are the forward's output shape
+            return [_constant(_size_of(r)) for r in self.out_ranges]
+        same = self._same_size()
+        printed = ir.unshadow(self.body, (*self.out_vars, *self.args))  # as the text reads
+        inferred, _ = shapes.output_ranges(
+            printed, {}, self.out_vars, (None,) * len(self.out_vars), sure=False
+        )
+        sizes = []
+        for r, guess in zip(self.out_ranges, inferred, strict=True):
+            size = _size_of(r)
+            if size is not None and size.is_constant:
+                sizes.append(size)  # i:4 reads best, and always reads back
+            elif (
+                guess is not None
+                and size is not None
+                and {same(size)} == {same(b + 1) for b in guess[1]}
+            ):
+                sizes.append(None)
+            else:
+                sizes.append(size)
+        return sizes
+
+    def _same_size(self):
+        """A normal form of sizes: equal sizes map to one expression."""
+        alias = {other: canonical for canonical, other, _ in self.equal_sizes}
+        known: dict[str, Affine] = {}
+        if self.parent is not None:
+            parent, _ = self.parent
+            alias.update({o: c for c, o, _ in parent.equal_sizes})
+            for k, r in enumerate(parent.out_ranges):
+                size = _size_of(r)
+                if size is not None:
+                    known[size_param(self.args[-1], k)] = size
+
+        def normal(a: Affine) -> Affine:
+            a = a.substitute({k: v for k, v in known.items() if k in a.variables})
+            return a.substitute(
+                {k: Affine.variable(v) for k, v in alias.items() if k in a.variables}
+            )
+
+        return normal
 
     def __repr__(self) -> str:
         return f"TensorFunction({str(self)!r})"
 
     def latex(self) -> str:
         """The definition as LaTeX."""
-        return printer.function_latex(self.out_name, self.out_vars, self.body)
+        body = self.body if self.written is None else shapes.close(self.written, self.sum_ranges)
+        return printer.function_latex(self.out_name, self.out_vars, body, self.args)
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
@@ -486,11 +596,15 @@ def _data_of(value: object) -> object:
     return value.data if _is_tensor(value) else value
 
 
-def _constant_size(r: shapes.Range | None) -> int | None:
-    """The size of a range ``0..n-1`` with constant n (printed as ``i:n``), else None."""
-    if r is None or len(r[0]) != 1 or len(r[1]) != 1 or r[0][0] != 0 or not r[1][0].is_constant:
+def _constant(size: Affine | None) -> Affine | None:
+    return size if size is not None and size.is_constant else None
+
+
+def _size_of(r: shapes.Range | None) -> Affine | None:
+    """The size ``n`` of a range ``0..n-1`` with one integral upper bound, else None."""
+    if r is None or len(r[0]) != 1 or len(r[1]) != 1 or r[0][0] != 0 or not r[1][0].is_integral:
         return None
-    return int(r[1][0].const) + 1
+    return r[1][0] + 1
 
 
 def _range_facts(variables: tuple[str, ...], ranges: tuple) -> tuple[Cond, ...]:
@@ -534,7 +648,18 @@ def define(source: str) -> TensorFunction:
         (2, 4, 4)
     """
     d = parse(source)
-    body, out_ranges, equal = shapes.infer_ranges(d.body, d.out_vars, d.out_sizes)
+    out_ranges, out_equal = shapes.output_ranges(d.body, d.sum_ranges, d.out_vars, d.out_sizes)
+    equal = tuple(dict.fromkeys((*d.equal_sizes, *out_equal)))
+    # sizes that must be equal are used under one name, so the derivation sees them as one
+    alias: dict[str, str] = {}
+    for canonical, other, _ in equal:
+        alias.setdefault(other, alias.get(canonical, canonical))
+    renames = {k: Affine.variable(v) for k, v in alias.items()}
+    body = ir.substitute_params(simplify(shapes.close(d.body, d.sum_ranges)), renames)
+    out_ranges = tuple(
+        None if r is None else tuple(tuple(_rename(a, alias) for a in side) for side in r)
+        for r in out_ranges
+    )
     return TensorFunction(
         out_name=d.out_name,
         out_vars=d.out_vars,
@@ -543,4 +668,12 @@ def define(source: str) -> TensorFunction:
         arg_ranks=dict(d.arg_ranks),
         body=body,
         equal_sizes=equal,
+        written=d.body,
+        written_sizes=d.out_sizes,
+        sum_ranges=dict(d.sum_ranges),
+        shape_only=d.shape_only,
     )
+
+
+def _rename(a: Affine, alias: Mapping[str, str]) -> Affine:
+    return a.substitute({k: Affine.variable(v) for k, v in alias.items() if k in a.variables})

@@ -3,12 +3,14 @@
 Grammar (whitespace is free; ``#`` has no meaning)::
 
     definition := NAME ( '[' [outvar (',' outvar)*] ']' )? '=' expr
-    outvar     := NAME (':' INT)?                       # optional explicit size
+    outvar     := NAME (':' size)?                      # optional explicit size
+    size       := INT | index over sizes only            # i:4, p:x.shape[0]
     expr       := term (('+' | '-') term)*
     term       := unary (('*' | '/') unary)*
     unary      := '-' unary | power
     power      := atom ('**' unary)?
-    atom       := NUMBER | '(' expr ')' | NAME '[' [index (',' index)*] ']'   # argument element
+    atom       := NUMBER | 'inf' | 'nan' | '(' expr ')'
+                | NAME '[' [index (',' index)*] ']'       # argument element
                 | NAME                                   # an index variable used as a number
                 | 'sum' '[' sumvar (',' sumvar)* ']' '(' expr ')'
                 | 'where' '(' cond ('and' cond)* ',' expr ',' expr ')'
@@ -22,6 +24,21 @@ Grammar (whitespace is free; ``#`` has no meaning)::
     index      := affine in index variables and sizes ``x.shape[d]`` with integer coefficients
                   (``/ INT`` allowed: derived functions print fractional indices under a
                   divisibility condition)
+
+An argument may appear through its sizes only (``x.shape[1]``, as in a derivative's output
+size ``dx[p:x.shape[0]]``): it is then an argument with at least that many dimensions.
+
+The body is built *as written* (:func:`~tadiff.index.expr.written_construction`): no access is
+dropped or moved, so ranges are inferred and bounds checked on everything the text reads. Sum
+ranges left open are inferred here, from the accesses inside the sum
+(:func:`~tadiff.index.shapes.sum_range`); a sum whose range no access decides is an error at
+its index.
+
+Limits (each a ParseError at the place it is exceeded): at most :data:`MAX_SOURCE` characters,
+:data:`MAX_NESTING` levels of nesting (parentheses, unary minus, powers, calls, sums, ``where``),
+integers of at most :data:`MAX_INT_DIGITS` digits. Chains of ``+``/``-`` and ``*``/``/`` are
+loops, not recursion, and are grouped as balanced trees when long
+(:func:`~tadiff.index.expr.associate`), so no limit applies to their length.
 
 Example:
     >>> d = parse("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
@@ -39,7 +56,21 @@ from tadiff.errors import ParseError
 from tadiff.index import expr as ir
 from tadiff.index.expr import Affine, Cond, Node, size_param
 
-__all__ = ["Definition", "parse"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_NESTING", "MAX_SOURCE", "Definition", "parse"]
+
+MAX_SOURCE = 4_000_000
+"""Longest definition text accepted, in characters."""
+
+MAX_NESTING = 100
+"""Deepest nesting of parentheses, unary minus, powers, calls, sums and ``where`` in the text."""
+
+MAX_DEPTH = 256
+"""Deepest expression tree (operations, calls, sums, conditions) of a definition or of a
+derivative: every pass over an expression (shapes, derivation, printing, the interpreter, the
+compiled backends) recurses at most this deep."""
+
+MAX_INT_DIGITS = 40
+"""Most digits of an integer in an index, a size, a modulus or a divisor."""
 
 
 @dataclass(frozen=True)
@@ -50,27 +81,44 @@ class Definition:
         source: the text.
         out_name: name of the defined tensor.
         out_vars: output index variables, one per output dimension.
-        out_sizes: explicit output sizes (``None`` where the size is inferred from shapes).
-        body: the scalar expression (IR).
-        arg_ranks: argument name -> number of indices, in order of first appearance.
+        out_sizes: explicit output sizes as affine expressions in sizes (``None`` where the
+            size is inferred from shapes).
+        body: the scalar expression as written (IR); sums written without bounds keep empty
+            bound tuples.
+        arg_ranks: argument name -> number of indices, in order of first appearance (for an
+            argument used through its sizes only: the least number of dimensions it needs).
+        sum_ranges: each sum written without bounds -> its inferred inclusive range.
+        equal_sizes: ``(size, size, index)``: an index used plainly in two dimensions of
+            these sizes (einsum semantics: they must be equal).
+        shape_only: arguments that appear through their sizes only.
     """
 
     source: str
     out_name: str
     out_vars: tuple[str, ...]
-    out_sizes: tuple[int | None, ...]
+    out_sizes: tuple[Affine | None, ...]
     body: Node
     arg_ranks: dict[str, int] = field(default_factory=dict)
+    sum_ranges: dict[Node, tuple[tuple[Affine, ...], tuple[Affine, ...]]] = field(
+        default_factory=dict
+    )
+    equal_sizes: tuple[tuple[str, str, str], ...] = ()
+    shape_only: frozenset[str] = frozenset()
 
 
 _TOKEN = re.compile(
-    r"\s*(?:(?P<number>\d+\.\d*(?:[eE][-+]?\d+)?|\d*\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
+    r"(?P<number>[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]*\.[0-9]+(?:[eE][-+]?[0-9]+)?"
+    r"|[0-9]+(?:[eE][-+]?[0-9]+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)"
-    r"|(?P<op>\*\*|==|!=|<=|>=|[-+*/()\[\],=:<>%.]))"
+    r"|(?P<op>\*\*|==|!=|<=|>=|[-+*/()\[\],=:<>%.])",
+    re.ASCII,
 )
+_SPACE = re.compile(r"[ \t\r\n\f\v]*")
 
 _COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
-_RESERVED = {"sum", "where", "and", "max", "min", "ceil", "floor", "shape"}
+_MAX_DIMS = 64  # NumPy's limit on the number of dimensions
+_CONSTANTS = {"inf": float("inf"), "nan": float("nan")}
+_RESERVED = {"sum", "where", "and", "max", "min", "ceil", "floor", "shape", *_CONSTANTS}
 
 
 @dataclass
@@ -82,17 +130,14 @@ class _Token:
 
 def _tokenize(source: str) -> list[_Token]:
     tokens: list[_Token] = []
-    pos = 0
+    pos = _SPACE.match(source).end()
     while pos < len(source):
-        if source[pos:].strip() == "":
-            break
         match = _TOKEN.match(source, pos)
-        if match is None or match.end() == pos:
-            column = pos + len(source[pos:]) - len(source[pos:].lstrip())
-            raise ParseError(f"unexpected character {source[column]!r}", source, column)
+        if match is None:
+            raise ParseError(f"unexpected character {source[pos]!r}", source, pos)
         kind = match.lastgroup
-        tokens.append(_Token(kind, match.group(kind), match.start(kind)))
-        pos = match.end()
+        tokens.append(_Token(kind, match.group(kind), pos))
+        pos = _SPACE.match(source, match.end()).end()
     tokens.append(_Token("end", "", len(source)))
     return tokens
 
@@ -108,6 +153,11 @@ class _Parser:
         self.arg_ranks: dict[str, int] = {}
         self.arg_columns: dict[str, int] = {}
         self.params: list[tuple[str, int, int]] = []  # (arg, dim, column) of x.shape[d] uses
+        self.nesting = 0
+        self.depths: dict[int, int] = {}  # id(node) -> depth of its tree (see shallow)
+        self.keep: list[Node] = []
+        self.sum_ranges: dict[Node, tuple[tuple[Affine, ...], tuple[Affine, ...]]] = {}
+        self.equal_sizes: list[tuple[str, str, str]] = []
 
     # -- token helpers ------------------------------------------------------------------------
     @property
@@ -148,7 +198,26 @@ class _Parser:
                 f"expected {what} (a non-negative integer), found {self._describe(token)}"
             )
         self.pos += 1
+        return self.int_value(token)
+
+    def int_value(self, token: _Token) -> int:
+        if len(token.text) > MAX_INT_DIGITS:
+            raise self.error(
+                f"an integer in an index or size has at most {MAX_INT_DIGITS} digits, "
+                f"this one has {len(token.text)}",
+                token,
+            )
         return int(token.text)
+
+    def nested(self, token: _Token | None = None) -> None:
+        """Enter one level of nesting (left by ``self.nesting -= 1``)."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise self.error(
+                f"the expression nests more than {MAX_NESTING} levels deep (parentheses, "
+                "unary minus, powers, calls, sums and where)",
+                token,
+            )
 
     # -- definition ---------------------------------------------------------------------------
     def definition(self) -> Definition:
@@ -166,64 +235,108 @@ class _Parser:
                 if var.text in _RESERVED:
                     raise self.error(f"{var.text!r} is reserved and cannot be an index", var)
                 out_vars.append(var.text)
-                size_token = self.tok
-                size = (
-                    self.integer("the size of the output dimension") if self.accept(":") else None
-                )
-                if size == 0:
-                    raise self.error("an output size must be at least 1", size_token)
-                sizes.append(size)
+                sizes.append(self.out_size() if self.accept(":") else None)
                 if self.accept("]"):
                     break
                 self.expect(",", "',' or ']' in the output indices")
         self.expect("=", "'=' after the output")
         self.out_vars = tuple(out_vars)
         self.scope = list(out_vars)
-        body = self.expr()
+        with ir.written_construction():
+            body = self.expr()
         if self.tok.kind != "end":
             raise self.error(
                 f"expected an operator or end of input, found {self._describe(self.tok)}"
             )
+        shape_only: dict[str, int] = {}
         for arg, dim, column in self.params:
-            if arg not in self.arg_ranks:
-                raise ParseError(
-                    f"{arg}.shape[{dim}]: {arg!r} is not an argument", self.source, column
-                )
-            if dim >= self.arg_ranks[arg]:
+            if arg not in self.arg_ranks or arg in shape_only:
+                # an argument used through its sizes only: it has at least dim + 1 dimensions
+                shape_only[arg] = max(shape_only.get(arg, 0), dim + 1)
+                self.arg_columns.setdefault(arg, column)
+            elif dim >= self.arg_ranks[arg]:
                 raise ParseError(
                     f"{arg}.shape[{dim}]: {arg!r} has only {self.arg_ranks[arg]} dimension(s)",
                     self.source,
                     column,
                 )
+        ranks = {**self.arg_ranks, **shape_only}
+        order = sorted(ranks, key=lambda a: self.arg_columns[a])
         return Definition(
-            self.source, self.out_name, self.out_vars, tuple(sizes), body, self.arg_ranks
+            self.source,
+            self.out_name,
+            self.out_vars,
+            tuple(sizes),
+            body,
+            {a: ranks[a] for a in order},
+            self.sum_ranges,
+            tuple(self.equal_sizes),
+            frozenset(shape_only),
         )
+
+    def out_size(self) -> Affine:
+        """An explicit output size: an integer, or an affine expression in sizes."""
+        start = self.tok
+        scope, self.scope = self.scope, []  # no index may appear in a size
+        try:
+            size = self.affine()
+        finally:
+            self.scope = scope
+        if not size.is_integral:
+            raise self.error("an output size must be an integer", start)
+        if size.is_constant and size.const < 1:
+            raise self.error("an output size must be at least 1", start)
+        return size
 
     # -- scalar expressions -------------------------------------------------------------------
     def expr(self) -> Node:
-        node = self.term()
+        terms = [(False, self.term())]
         while True:
             if self.accept("+"):
-                node = ir.add(node, self.term())
+                terms.append((False, self.term()))
             elif self.accept("-"):
-                node = ir.sub(node, self.term())
+                terms.append((True, self.term()))
             else:
-                return node
+                return self.shallow(ir.associate(terms, ir.add, ir.sub))
+
+    def shallow(self, node: Node) -> Node:
+        """``node``, after checking that the tree is at most :data:`MAX_DEPTH` deep."""
+        levels = self.depths
+        stack = [node]
+        while stack:  # depths of the nodes not seen yet, children first, without recursion
+            top = stack[-1]
+            missing = [c for c in top.children() if id(c) not in levels]
+            if missing:
+                stack += missing
+                continue
+            stack.pop()
+            levels[id(top)] = 1 + max((levels[id(c)] for c in top.children()), default=0)
+            self.keep.append(top)  # ids stay valid while they key the memo
+        if levels[id(node)] > MAX_DEPTH:
+            raise self.error(
+                f"the expression is {levels[id(node)]} levels deep, more than {MAX_DEPTH} "
+                "(operations, calls, sums and conditions): split the definition"
+            )
+        return node
 
     def term(self) -> Node:
-        node = self.unary()
+        factors = [(False, self.unary())]
         while True:
             if self.accept("*"):
-                node = ir.mul(node, self.unary())
+                factors.append((False, self.unary()))
             elif self.accept("/"):
-                node = ir.div(node, self.unary())
+                factors.append((True, self.unary()))
             else:
-                return node
+                return ir.associate(factors, ir.mul, ir.div)
 
     def unary(self) -> Node:
-        if self.accept("-"):
-            return ir.neg(self.unary())
-        return self.power()
+        self.nested()
+        try:
+            if self.accept("-"):
+                return ir.neg(self.unary())
+            return self.power()
+        finally:
+            self.nesting -= 1
 
     def power(self) -> Node:
         base = self.atom()
@@ -236,6 +349,9 @@ class _Parser:
         if token.kind == "number":
             self.pos += 1
             return ir.const(float(token.text))
+        if token.kind == "name" and token.text in _CONSTANTS:
+            self.pos += 1
+            return ir.const(_CONSTANTS[token.text])
         if self.accept("("):
             node = self.expr()
             self.expect(")", "')' to close '('")
@@ -305,8 +421,10 @@ class _Parser:
             tuple[str, tuple[Affine, ...], tuple[Affine, ...]] | tuple[str, None, None]
         ] = []
         added: list[str] = []
+        tokens: list[_Token] = []
         while True:
             var = self.name("a sum index name")
+            tokens.append(var)
             if var.text in self.scope:
                 meaning = (
                     "an output index" if var.text in self.out_vars else "an enclosing sum index"
@@ -330,14 +448,29 @@ class _Parser:
         body = self.expr()
         self.expect(")", "')' to close sum(")
         del self.scope[-len(added) :]
-        for var, lower, upper in reversed(specs):
-            # ranges left open are inferred from shapes later (function.py); () marks them
-            body = (
-                ir.Sum(var, lower or (), upper or (), body)
-                if lower is None
-                else ir.sum_over(var, lower, upper, body)
-            )
+        for (var, lower, upper), token in zip(reversed(specs), reversed(tokens), strict=True):
+            if lower is None:
+                # a range left open is inferred from the accesses in the sum; () marks it
+                inferred, equal = self.infer_sum(var, body, token)
+                body = ir.Sum(var, (), (), body)
+                self.sum_ranges[body] = inferred
+                self.equal_sizes += equal
+            else:
+                body = ir.sum_over(var, lower, upper, body)
         return body
+
+    def infer_sum(self, var: str, body: Node, token: _Token):
+        from tadiff.index.shapes import sum_range
+
+        found = sum_range(var, body, self.sum_ranges)
+        if found is None:
+            raise self.error(
+                f"cannot infer the range of sum index {var!r}: no access inside the sum reads "
+                f"a dimension with {var!r} alone in its index; give the range, e.g. "
+                f"sum[{var}=0:5](...)",
+                token,
+            )
+        return found
 
     def bounds(self, combine: str, rounding: str, exclusive: bool) -> tuple[Affine, ...]:
         if self.accept(combine):
@@ -438,6 +571,13 @@ class _Parser:
                 return value
 
     def affine_unary(self) -> Affine:
+        self.nested()
+        try:
+            return self.affine_atom()
+        finally:
+            self.nesting -= 1
+
+    def affine_atom(self) -> Affine:
         if self.accept("-"):
             return -self.affine_unary()
         token = self.tok
@@ -445,7 +585,7 @@ class _Parser:
             if not token.text.isdigit():
                 raise self.error(f"index constants must be integers, found {token.text}")
             self.pos += 1
-            return Affine.constant(int(token.text))
+            return Affine.constant(self.int_value(token))
         if self.accept("("):
             value = self.affine()
             self.expect(")", "')' to close '('")
@@ -454,9 +594,18 @@ class _Parser:
             raise self.error(f"expected an index expression, found {self._describe(token)}")
         self.pos += 1
         if self.accept("."):
+            if token.text == self.out_name:
+                raise self.error(
+                    f"{token.text!r} is the defined tensor: its shape is not known here", token
+                )
+            if token.text in _RESERVED or token.text in self.scope or token.text in self.out_vars:
+                raise self.error(f"{token.text!r} is not a tensor and has no shape", token)
             self.expect("shape", "'shape' after '.'")
             self.expect("[", "'[' after shape")
+            dim_token = self.tok
             dim = self.integer("a dimension")
+            if dim >= _MAX_DIMS:
+                raise self.error(f"a dimension must be below {_MAX_DIMS}, got {dim}", dim_token)
             self.expect("]", "']' after the dimension")
             self.params.append((token.text, dim, token.column))
             return Affine.variable(size_param(token.text, dim))
@@ -481,4 +630,11 @@ def parse(source: str) -> Definition:
     """
     if not isinstance(source, str):
         raise ParseError(f"a definition must be a str, got {type(source).__name__}")
+    if len(source) > MAX_SOURCE:
+        error = ParseError(
+            f"a definition has at most {MAX_SOURCE} characters, this one has {len(source)} "
+            f"(column {MAX_SOURCE + 1})"
+        )
+        error.source, error.column = source, MAX_SOURCE
+        raise error
     return _Parser(source).definition()

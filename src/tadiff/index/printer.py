@@ -18,6 +18,7 @@ from fractions import Fraction
 from math import lcm
 
 from tadiff.index.expr import (
+    CHAIN,
     Access,
     Affine,
     Cond,
@@ -27,10 +28,8 @@ from tadiff.index.expr import (
     Op,
     Sum,
     Where,
-    free_indices,
-    fresh_name,
     is_param,
-    substitute,
+    unshadow,
 )
 
 __all__ = ["affine_text", "expr_latex", "expr_text", "function_latex", "function_text"]
@@ -127,6 +126,10 @@ def _has_index(expr: Affine) -> bool:
 
 
 def _const_text(value: float) -> str:
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
@@ -145,11 +148,7 @@ def _text(node: Node, order: list[str]) -> tuple[str, int]:
         return f"{node.name}[{', '.join(affine_text(a, order) for a in node.indices)}]", 5
     if isinstance(node, Op):
         if node.op in _INFIX:
-            sym, prec = _INFIX[node.op]
-            left = _wrap(node.args[0], order, prec)
-            # right operand of - and / needs parentheses at equal precedence: a - (b + c)
-            right = _wrap(node.args[1], order, prec + (node.op in ("sub", "div")))
-            return f"{left}{sym}{right}", prec
+            return _chain_text(node, order), _INFIX[node.op][1]
         if node.op == "neg":
             return f"-{_wrap(node.args[0], order, 4)}", 3
         if node.op == "pow":
@@ -162,11 +161,6 @@ def _text(node: Node, order: list[str]) -> tuple[str, int]:
         specs = []
         inner = order
         while isinstance(node, Sum):
-            if node.var in inner:  # a sum index that shadows an outer one: print it renamed
-                taken = set(inner) | free_indices(node.body)
-                fresh = fresh_name(node.var, taken)
-                body = substitute(node.body, {node.var: Affine.variable(fresh)})
-                node = Sum(fresh, node.lower, node.upper, body)
             if node.lower:
                 specs.append(
                     f"{node.var}={_lower_text(node.lower, inner)}:{_upper_text(node.upper, inner)}"
@@ -179,26 +173,66 @@ def _text(node: Node, order: list[str]) -> tuple[str, int]:
     raise TypeError(f"not an index-notation node: {node!r}")  # pragma: no cover
 
 
+def _chain_text(node: Op, order: list[str]) -> str:
+    """``a + b - c ...``: the left-deep chain of operators of one precedence under ``node``.
+
+    A right operand of equal precedence keeps its parentheses: ``a - (b + c)`` for the value,
+    ``a + (b + c)`` for the grouping (rounding, and reading back the same tree). The parser
+    groups a chain of up to :data:`~tadiff.index.expr.CHAIN` terms left to right and a longer
+    one as a balanced tree, so a longer chain prints its first part as a parenthesized group
+    (``(t1 * ... * t_k) * ...``, 32 terms per level): it reads back as the same tree.
+    """
+    prec = _INFIX[node.op][1]
+    spine = [node]  # the chain's operators, top first (a loop: chains can be long)
+    while (
+        (left := spine[-1].args[0])
+        and isinstance(left, Op)
+        and _INFIX.get(left.op, ("", 0))[1] == prec
+    ):
+        spine.append(left)
+    if len(spine) + 1 > CHAIN:
+        parts = [f"({_text(spine[CHAIN - 1], order)[0]})"]
+        spine = spine[: CHAIN - 1]
+    else:
+        text, inner = _text(spine[-1].args[0], order)
+        parts = [text if inner >= prec else f"({text})"]
+    for op in reversed(spine):  # a loop, not a generator: one Python frame per level of nesting
+        text, inner = _text(op.args[1], order)
+        parts.append(_INFIX[op.op][0] + (text if inner > prec else f"({text})"))
+    return "".join(parts)
+
+
 def _wrap(node: Node, order: list[str], min_prec: int) -> str:
     text, prec = _text(node, order)
     return text if prec >= min_prec else f"({text})"
 
 
 def expr_text(node: Node, order: Sequence[str] = ()) -> str:
-    """A scalar expression as DSL text."""
-    return _text(node, list(order))[0]
+    """A scalar expression as DSL text; ``order`` lists the names bound around it (output
+    indices, then tensor names): a sum index repeating one of them is printed renamed
+    (:func:`~tadiff.index.expr.unshadow`), so the text binds each name once."""
+    return _text(unshadow(node, order, order), list(order))[0]
 
 
 def function_text(
-    out_name: str, out_vars: Sequence[str], body: Node, sizes: Sequence[int | None] = ()
+    out_name: str,
+    out_vars: Sequence[str],
+    body: Node,
+    sizes: Sequence[Affine | int | None] | None = (),
+    args: Sequence[str] = (),
 ) -> str:
     """A whole definition ``out[vars] = body`` as DSL text (parseable by ``parse``).
 
-    ``sizes`` gives explicit output sizes to print as ``i:4`` (None: inferred, not printed).
+    ``sizes`` gives explicit output sizes to print as ``i:4`` or ``p:x.shape[0]`` (None:
+    inferred, not printed). ``args`` are tensor names a renamed index must not take.
     """
-    sizes = list(sizes) or [None] * len(out_vars)
-    head = ", ".join(v if n is None else f"{v}:{n}" for v, n in zip(out_vars, sizes, strict=True))
-    return f"{out_name}[{head}] = {expr_text(body, out_vars)}"
+    sizes = list(sizes or ()) or [None] * len(out_vars)
+    head = ", ".join(
+        v if n is None else f"{v}:{n if isinstance(n, int) else affine_text(n)}"
+        for v, n in zip(out_vars, sizes, strict=True)
+    )
+    # tensor names follow the indices in the scope: a renamed sum index never takes one
+    return f"{out_name}[{head}] = {expr_text(body, [*out_vars, *args])}"
 
 
 # -- LaTeX --------------------------------------------------------------------------------------
@@ -301,9 +335,9 @@ def _latex(node: Node, order: list[str]) -> tuple[str, int]:
         if node.lower:
             lo = _bound_latex(node.lower, order, True)
             hi = _bound_latex(node.upper, order, False)
-            head = f"\\sum_{{{node.var}={lo}}}^{{{hi}}}"
+            head = f"\\sum_{{{_latex_name(node.var)}={lo}}}^{{{hi}}}"
         else:
-            head = f"\\sum_{{{node.var}}}"
+            head = f"\\sum_{{{_latex_name(node.var)}}}"
         return f"{head} {_latex_wrap(node.body, inner, 2)}", 2
     raise TypeError(f"not an index-notation node: {node!r}")  # pragma: no cover
 
@@ -314,10 +348,15 @@ def _latex_wrap(node: Node, order: list[str], min_prec: int) -> str:
 
 
 def expr_latex(node: Node, order: Sequence[str] = ()) -> str:
-    """A scalar expression as LaTeX (sums with inclusive bounds, Iverson brackets for deltas)."""
-    return _latex(node, list(order))[0]
+    """A scalar expression as LaTeX (sums with inclusive bounds, Iverson brackets for deltas);
+    sum indices renamed as in :func:`expr_text`."""
+    return _latex(unshadow(node, order, order), list(order))[0]
 
 
-def function_latex(out_name: str, out_vars: Sequence[str], body: Node) -> str:
-    """A whole definition as LaTeX: ``y_{i, j} = \\sum_{k=0}^{...} ...``."""
-    return f"{_latex_name(out_name)}_{{{', '.join(out_vars)}}} = {expr_latex(body, out_vars)}"
+def function_latex(
+    out_name: str, out_vars: Sequence[str], body: Node, args: Sequence[str] = ()
+) -> str:
+    """A whole definition as LaTeX: ``y_{i, j} = \\sum_{k=0}^{...} ...``; a sum index that
+    repeats a name bound around it is renamed, as in the text form."""
+    order = [*out_vars, *args]
+    return f"{_latex_name(out_name)}_{{{', '.join(out_vars)}}} = {expr_latex(body, order)}"

@@ -32,6 +32,7 @@ import numpy as np
 from tadiff.errors import InputError
 from tadiff.index import shapes as _shapes
 from tadiff.index.compile.vectorized import Kernel, lower_einsum
+from tadiff.index.limits import check_kernel_limits
 
 __all__ = [
     "BACKENDS",
@@ -218,6 +219,7 @@ def kernel(
     params = fn._params(shapes)
     out_shape = fn.output_shape(**shapes)
     _shapes.check_bounds(fn.body, fn.out_vars, out_shape, params, shapes)
+    check_kernel_limits(fn, shapes, out_shape, dtype, backend)  # int64 indices, memory
     result = _lower(fn, shapes, dtype, backend, params, out_shape, known)
     return _keep(key, result, [result.backend], start)
 

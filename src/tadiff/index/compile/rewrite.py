@@ -406,7 +406,7 @@ def reuse_known(body: Node, known: list[Known]) -> Node:
         >>> from tadiff.index import define
         >>> f = define("K[i,j] = exp(-sum[q]((a[i,q] - b[j,q])**2))")
         >>> print(reuse_known(f.grad("a").body, [Known("K", f.out_vars, f.body)]))
-        sum[j=0:b.shape[0]](-(dK[i, j] * K[i, j] * 2 * (a[i, q] - b[j, q])))
+        sum[j=0:b.shape[0]](-(2 * dK[i, j] * K[i, j] * (a[i, q] - b[j, q])))
     """
     candidates = [k for k in known if k.body.children()]  # a bare access is not worth a read
     if not candidates:

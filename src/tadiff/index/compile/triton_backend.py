@@ -96,6 +96,18 @@ _FUNCS = {
 }
 
 
+_INT64_MAX = 2**63 - 1
+
+
+def _literal(value: float) -> str:
+    """A float constant as Triton source (infinities and NaN have no literal)."""
+    if value != value:
+        return 'float("nan")'
+    if value in (float("inf"), float("-inf")):
+        return 'float("inf")' if value > 0 else '-float("inf")'
+    return repr(float(value))
+
+
 class _Emitter(SourceEmitter):
     def __init__(self, fn):
         super().__init__()
@@ -114,10 +126,11 @@ class _Emitter(SourceEmitter):
 
     def _emit(self, node, env, mask, indent, cache) -> str:
         if isinstance(node, Const):
-            return repr(float(node.value))
+            return _literal(node.value)
         if isinstance(node, Index):
             num, den = self.affine(node.expr, env)
-            return f"({num}.to(DT) / {den})"
+            # + ZERO_I: a block of int64 even where num is a scalar (a loop index)
+            return f"(({num} + ZERO_I).to(DT) / {den})"
         if isinstance(node, Access):
             name = f"a_{node.name}"
             if not node.indices:
@@ -153,8 +166,8 @@ class _Emitter(SourceEmitter):
             self.lines.append(f"{indent}{lo} = {nest('tl.maximum', lows)} + ZERO_I")
             self.lines.append(f"{indent}{hi} = {nest('tl.minimum', highs)} + ZERO_I")
             self.lines.append(f"{indent}{t} = tl.zeros([BLOCK], dtype=DT)")
-            first = f"tl.min(tl.where({mask}, {lo}, 2147483647), axis=0)"
-            last = f"tl.max(tl.where({mask}, {hi}, -2147483647), axis=0)"
+            first = f"tl.min(tl.where({mask}, {lo}, {_INT64_MAX}), axis=0)"
+            last = f"tl.max(tl.where({mask}, {hi}, -{_INT64_MAX}), axis=0)"
             self.lines.append(f"{indent}for {var} in range({first}, {last} + 1):")
             inner_mask = self.temp()
             self.lines.append(
@@ -193,7 +206,8 @@ def _generate(fn) -> tuple[str, list[str]]:
     src = _HEADER.format(text=str(fn))
     src += "@triton.jit\n"
     src += f"def kernel(out, prm, {args}n_out, BLOCK: tl.constexpr, DT: tl.constexpr):\n"
-    src += f"{indent}flat = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+    # 64-bit output indices: index arithmetic never wraps at 2**31 (limits.py bounds it)
+    src += f"{indent}flat = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n"
     src += f"{indent}live = flat < n_out\n"
     src += f"{indent}ZERO_I = tl.zeros([BLOCK], dtype=tl.int64)\n"
     src += "\n".join(loads + unravel + em.lines) + "\n"
