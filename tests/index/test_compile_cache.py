@@ -181,3 +181,20 @@ def test_auto_keeps_wide_contractions_on_blas_and_depthwise_ones_on_loops():
         plan = plan_program(fn, {a: {**shapes, **dy}[a] for a in fn.args}, np.float32)
         assert plan.cost >= AUTO_NUMBA_MIN_WORK, fn
         assert stage_backends(plan, "auto") == ["numba"], fn
+
+
+def test_auto_keeps_a_strided_dilated_input_gradient_on_window_products():
+    """The input gradient of a stride-2, dilation-2 convolution is a residue mask around a
+    contraction, ``where(r % 2 == 0 and ..., sum[...](dy * w), 0)``: the window lowering takes
+    it (a loop nest ran it 11x slower than torch)."""
+    pytest.importorskip("numba")
+    from tadiff.index.compile.lower import stage_backends
+    from tadiff.index.compile.schedule import plan_program
+
+    conv = define("y[b,o,i,j] = sum[c,p,q](x[b,c,2*i+2*p,2*j+2*q] * w[o,c,p,q])")
+    shapes = {"x": (4, 16, 28, 28), "w": (16, 16, 3, 3)}
+    dx = conv.grad("x")
+    shapes["dy"] = conv.output_shape(x=shapes["x"], w=shapes["w"])
+    plan = plan_program(dx, {a: shapes[a] for a in dx.args}, np.float32)
+    assert "where" in str(plan.stages[-1].fn)
+    assert stage_backends(plan, "auto") == ["numpy"]

@@ -43,7 +43,16 @@ from tadiff.index.compile.schedule import (
     plan_program,
 )
 from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
-from tadiff.index.expr import Access, Affine, Index, Sum, free_indices, substitute
+from tadiff.index.expr import (
+    Access,
+    Affine,
+    Const,
+    Index,
+    Sum,
+    Where,
+    free_indices,
+    substitute,
+)
 
 __all__ = ["AUTO_NUMBA_MIN_WORK", "lower_gradients", "lower_program", "stage_backends"]
 
@@ -58,20 +67,31 @@ def _numba_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def _is_contraction_like(stage: Stage) -> bool:
-    """A sum nest of a product of accesses: the NumPy path makes BLAS products of it (window
-    unrolled or im2col) instead of an array of the whole iteration space."""
-    body = stage.fn.body
+def _contraction_root(body) -> Sum | None:
+    """The outermost sum of a body that is a sum nest of a product of accesses — possibly
+    scaled, or under a ``where`` whose other branch is zero (a strided convolution's input
+    gradient, masked by residue) — else None."""
+    if isinstance(body, Where) and isinstance(body.other, Const) and body.other.value == 0:
+        body = body.then
     if not isinstance(body, Sum):
         _, factors = product_factors(body)
         sums = [f for f in factors if isinstance(f, Sum)]
         if len(sums) != 1 or len(factors) != 1:
-            return False
+            return None
         body = sums[0]
+    root = body
     while isinstance(body, Sum):
         body = body.body
     _, factors = product_factors(body)
-    return bool(factors) and all(isinstance(f, Access | Index) for f in factors)
+    if factors and all(isinstance(f, Access | Index) for f in factors):
+        return root
+    return None
+
+
+def _is_contraction_like(stage: Stage) -> bool:
+    """A sum nest of a product of accesses: the NumPy path makes BLAS products of it (window
+    unrolled or im2col) instead of an array of the whole iteration space."""
+    return _contraction_root(stage.fn.body) is not None
 
 
 BLAS_MIN_WIDTH = 16
@@ -85,10 +105,9 @@ def _blas_shaped(stage: Stage) -> bool:
     """Whether a contraction-like stage of two accesses is a matrix product with every side at
     least :data:`BLAS_MIN_WIDTH` wide: rows are the output indices only the first access reads,
     columns those only the second reads, the contracted length is the terms per output element."""
-    body = stage.fn.body
-    while not isinstance(body, Sum):
-        _, factors = product_factors(body)
-        body = next(f for f in factors if isinstance(f, Sum))
+    body = _contraction_root(stage.fn.body)
+    if body is None:
+        return False
     while isinstance(body, Sum):
         body = body.body
     _, factors = product_factors(body)
