@@ -67,10 +67,10 @@ def _numba_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def _contraction_root(body) -> Sum | None:
-    """The outermost sum of a body that is a sum nest of a product of accesses — possibly
-    scaled, or under a ``where`` whose other branch is zero (a strided convolution's input
-    gradient, masked by residue) — else None."""
+def _contraction_factors(body) -> list | None:
+    """The factors under a sum nest of a product of accesses — the nest possibly scaled, or
+    under a ``where`` whose other branch is zero (a strided convolution's input gradient,
+    masked by residue) — else None."""
     if isinstance(body, Where) and isinstance(body.other, Const) and body.other.value == 0:
         body = body.then
     if not isinstance(body, Sum):
@@ -79,19 +79,18 @@ def _contraction_root(body) -> Sum | None:
         if len(sums) != 1 or len(factors) != 1:
             return None
         body = sums[0]
-    root = body
     while isinstance(body, Sum):
         body = body.body
     _, factors = product_factors(body)
     if factors and all(isinstance(f, Access | Index) for f in factors):
-        return root
+        return factors
     return None
 
 
 def _is_contraction_like(stage: Stage) -> bool:
     """A sum nest of a product of accesses: the NumPy path makes BLAS products of it (window
     unrolled or im2col) instead of an array of the whole iteration space."""
-    return _contraction_root(stage.fn.body) is not None
+    return _contraction_factors(stage.fn.body) is not None
 
 
 BLAS_MIN_WIDTH = 16
@@ -105,12 +104,9 @@ def _blas_shaped(stage: Stage) -> bool:
     """Whether a contraction-like stage of two accesses is a matrix product with every side at
     least :data:`BLAS_MIN_WIDTH` wide: rows are the output indices only the first access reads,
     columns those only the second reads, the contracted length is the terms per output element."""
-    body = _contraction_root(stage.fn.body)
-    if body is None:
+    factors = _contraction_factors(stage.fn.body)
+    if factors is None:
         return False
-    while isinstance(body, Sum):
-        body = body.body
-    _, factors = product_factors(body)
     accesses = [f for f in factors if isinstance(f, Access)]
     if len(accesses) != 2 or not stage.out_shape:
         return False
