@@ -754,6 +754,8 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
     zero = False
     for p in parts:
         chain = _root_chain(p.body)
+        if chain and not all(s.var in p.order for s in chain[2]):
+            chain = None  # its order leaves the sums inside the value: no loops of the nest
         scale, rest, _, inner = chain if chain else (1.0, [], [], p.body)
         term = ir.mul(ir.const(scale), _product(rest, inner)) if chain else p.body
         rest_order = p.order[len(shared) :]
@@ -782,8 +784,8 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
                 d = p.out_vars.index(var)
                 bounds = ((Affine.constant(0),), (Affine.variable(size_param(p.out_name, d)) - 1,))
             inner_opened.append(b.open_loop(var, *bounds, len(b.chain) - 1))
-        b.store(p.out_name, indices, b.value(term), accumulate=True)
-        zero = True
+        b.store(p.out_name, indices, b.value(term), accumulate=bool(chain))
+        zero |= bool(chain)
         for loop, *saved in reversed(inner_opened):
             b.close_loop(loop, *saved)
     for depth in range(len(opened), 0, -1):

@@ -313,14 +313,19 @@ def stage_source(fn, nest: Nest, dtype, python: bool = False) -> tuple[str, list
     args = ", ".join(["out", "prm", *(f"a_{a}" for a in fn.args)])
     parallel = _has_parallel(nest.body)
     if python:
-        dt = np.dtype(dtype).name
-        src = f"import numpy as np\n\nDT = np.{dt}\n_U = np.uint64\n_exp = np.exp\n\n\n"
-        body = "\n".join(lines).replace("numba.prange(", "range(")
-        return src + f"def kernel({args}):\n{body}\n", printer.params
+        return _python_source(args, lines, dtype), printer.params
     src = _HEADER.format(text=str(fn), dtype=np.dtype(dtype).name)
     src += f"@numba.njit(parallel={parallel}, cache=True, error_model='numpy', fastmath=_FAST)\n"
     src += f"def kernel({args}):\n" + "\n".join(lines) + "\n"
     return src, printer.params
+
+
+def _python_source(args: str, lines: list[str], dtype) -> str:
+    """A kernel's statements as a plain Python function (what tests run the schedules as)."""
+    dt = np.dtype(dtype).name
+    src = f"import numpy as np\n\nDT = np.{dt}\n_U = np.uint64\n_exp = np.exp\n\n\n"
+    body = "\n".join(lines).replace("numba.prange(", "range(")
+    return src + f"def kernel({args}):\n{body}\n"
 
 
 def run_in_python(program, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -347,16 +352,19 @@ def run_in_python(program, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     return values[program.stages[-1].fn.out_name]
 
 
-def fused_source(fns, nest: Nest, dtype) -> tuple[str, list[str], list[str]]:
+def fused_source(fns, nest: Nest, dtype, python: bool = False) -> tuple[str, list[str], list[str]]:
     """The Numba source of a nest computing several stages' outputs (see
     :func:`~tadiff.index.compile.loops.build_fused_nest`), the size parameters it reads and the
-    argument arrays it takes, in order."""
+    argument arrays it takes, in order (``python=True``: as plain Python, see
+    :func:`stage_source`)."""
     outputs = {fn.out_name: f"o_{fn.out_name}" for fn in fns}
     printer = _Printer(outputs)
     lines: list[str] = []
     printer.block(nest.body, "    ", lines)
     inputs = sorted({a for fn in fns for a in fn.args} - set(outputs))
     args = ", ".join([*outputs.values(), "prm", *(f"a_{a}" for a in inputs)])
+    if python:
+        return _python_source(args, lines, dtype), printer.params, inputs
     text = "\n".join(str(fn) for fn in fns)
     src = _HEADER.format(text=text, dtype=np.dtype(dtype).name)
     src += "@numba.njit(parallel=True, cache=True, error_model='numpy', fastmath=_FAST)\n"
@@ -364,10 +372,18 @@ def fused_source(fns, nest: Nest, dtype) -> tuple[str, list[str], list[str]]:
     return src, printer.params, inputs
 
 
-def lower_numba_fused(fns, nest: Nest, shapes: Mapping[str, tuple[int, ...]], dtype, out_shapes):
-    """A callable ``arrays -> {output name: array}`` running one fused nest with Numba."""
-    src, names, inputs = fused_source(fns, nest, dtype)
-    compiled = _load(src)
+def lower_numba_fused(
+    fns, nest: Nest, shapes: Mapping[str, tuple[int, ...]], dtype, out_shapes, python=False
+):
+    """A callable ``arrays -> {output name: array}`` running one fused nest with Numba
+    (``python=True``: as plain Python loops, uncompiled — small sizes only, for tests)."""
+    src, names, inputs = fused_source(fns, nest, dtype, python)
+    if python:
+        scope: dict = {}
+        exec(compile(src, "<fused nest>", "exec"), scope)
+        compiled = scope["kernel"]
+    else:
+        compiled = _load(src)
     values = {size_param(a, d): n for a in inputs for d, n in enumerate(shapes[a])}
     for fn, shape in zip(fns, out_shapes, strict=True):
         values.update({size_param(fn.out_name, d): n for d, n in enumerate(shape)})
@@ -383,10 +399,14 @@ def lower_numba_fused(fns, nest: Nest, shapes: Mapping[str, tuple[int, ...]], dt
             np.ascontiguousarray(arrays[a], dtype=dtype).reshape(arrays[a].shape or (1,))
             for a in inputs
         ]
-        _threads()
-        if compiled.signatures:
+        if python:
+            with np.errstate(all="ignore"):
+                compiled(*outs, prm, *args)
+        elif compiled.signatures:
+            _threads()
             compiled(*outs, prm, *args)
         else:
+            _threads()
             start = time.perf_counter()
             compiled(*outs, prm, *args)
             record_jit(time.perf_counter() - start)
