@@ -69,6 +69,14 @@ def _brute_force_max_pool(x, kernel, stride):
         (np.pad(np.ones((1, 1, 1, 1)), ((0, 0), (0, 0), (1, 2), (1, 2))), (2, 2), (1, 1)),
         (np.ones((1, 2, 4)), (2,), (2,)),  # every window all ties
         (np.array([[[0.0, 1.0, 1.0, 0.0, 1.0]]]), (3,), (1,)),  # ties with overlaps
+        # windows that tile the input (their own path): random ties, a NaN (the maximum of its
+        # window, as in NumPy's argmax), -inf
+        (np.random.default_rng(3).integers(0, 2, (2, 3, 4, 6)).astype(float), (2, 3), (2, 3)),
+        (
+            np.array([[[[1.0, np.nan, 2.0, np.nan], [np.nan, 0.0, -np.inf, -np.inf]]]]),
+            (2, 2),
+            (2, 2),
+        ),
     ],
 )
 def test_max_pool_ties_and_overlaps_route_the_gradient_to_the_first_maximum(x, kernel, stride):

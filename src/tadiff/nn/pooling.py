@@ -16,11 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.autograd.tensor import Tensor
+from tadiff.autograd.graph import record
+from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg, int_tuple, with_batch
 from tadiff.nn.conv import pad
 from tadiff.nn.module import Module
+from tadiff.ops._common import needs_grad
+from tadiff.ops.derivatives import MaxPoolTiledBackward0
 
 __all__ = [
     "AvgPool1d",
@@ -90,6 +93,9 @@ def _max_pool(dims, x, kernel_size, stride, padding) -> Tensor:
     where = f"max_pool{dims}d"
     x, batched, kernel, stride = _prepare(dims, x, kernel_size, stride, padding, -np.inf, where)
     data = x.data
+    if stride == kernel and all(n % k == 0 for n, k in zip(data.shape[2:], kernel, strict=True)):
+        y = _tiled_max_pool(x, kernel)
+        return y if batched else y.squeeze(0)
     windows = np.lib.stride_tricks.sliding_window_view(data, kernel, axis=tuple(range(2, 2 + dims)))
     windows = windows[(slice(None), slice(None), *(slice(None, None, s) for s in stride))]
     flat = windows.reshape(*windows.shape[: 2 + dims], -1)
@@ -102,6 +108,36 @@ def _max_pool(dims, x, kernel_size, stride, padding) -> Tensor:
         index.append(grids[2 + d] * stride[d] + offsets[d])
     y = x[tuple(index)]
     return y if batched else y.squeeze(0)
+
+
+def _tiled_max_pool(x: Tensor, kernel: tuple[int, ...]) -> Tensor:
+    """Max pooling whose windows tile ``x`` (stride = kernel, sizes divisible), over views of
+    ``x`` as ``(n, c, out1, k1, out2, k2, ...)``: one element-wise maximum per position inside
+    the window (NumPy's reduction over the short window axes of such a view is several times
+    slower), no copy of the windows. The gradient goes to each window's first maximum
+    (row-major inside the window, as torch; the first NaN where there is one)."""
+    data = x.data
+    tiled = (*data.shape[:2], *(v for n, k in zip(data.shape[2:], kernel, strict=True)
+                                 for v in (n // k, k)))  # fmt: skip
+    windows = data.reshape(tiled)
+    positions = [(slice(None), slice(None), *(v for o in offset for v in (slice(None), o)))
+                 for offset in np.ndindex(*kernel)]  # fmt: skip
+    best = windows[positions[0]].copy()
+    for at in positions[1:]:
+        np.maximum(best, windows[at], out=best)
+    if not needs_grad(x):
+        return _make(best)
+    nan = bool(np.isnan(best).any())  # NaN is the maximum of its window, at its first position
+    first = np.zeros(tiled, dtype=bool)
+    taken = np.zeros(best.shape, dtype=bool)
+    for at in positions:
+        here = windows[at] == best
+        if nan:
+            here |= np.isnan(windows[at])
+        here &= ~taken
+        first[at] = here
+        taken |= here
+    return record(MaxPoolTiledBackward0, best, (x,), (first,), (tiled, data.shape))
 
 
 def avg_pool1d(

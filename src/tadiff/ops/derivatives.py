@@ -116,6 +116,12 @@ def _multi(name: str, vjp: VJP) -> type[MultiOpNode]:
 # ---- helpers used by several formulas --------------------------------------------------------
 
 
+def _per_window(tiled: tuple[int, ...]) -> tuple[int, ...]:
+    """``(n, c, o1, 1, o2, 1, ...)`` of an input viewed as windows ``(n, c, o1, k1, o2, k2, ...)``:
+    a pooled gradient's shape, broadcastable over each window."""
+    return (*tiled[:2], *(n if d % 2 == 0 else 1 for d, n in enumerate(tiled[2:])))
+
+
 def _masked(F: Any, keep: Any, g: Any) -> Any:
     """``g`` where the boolean array ``keep`` holds, 0 elsewhere."""
     return F.masked(keep, g)
@@ -843,6 +849,14 @@ IndexBackward0 = _node(
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
 DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
+# each window's first maximum (a mask); the input's shape as windows, its shape — max pooling
+# whose windows tile the input: each element lies in one window, so no scatter-add
+MaxPoolTiledBackward0 = _node(
+    "MaxPoolTiledBackward0",
+    lambda F, g, first, tiled, shape: F.reshape(
+        F.masked(first, F.broadcast_to(F.reshape(g, _per_window(tiled)), tiled)), shape
+    ),
+)
 # ; key
 IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key], frees_args=True)
 # ; interior slices
@@ -890,6 +904,7 @@ IndexAddBackward0 = _node(
 )
 
 # linear algebra
+
 MmBackward0 = _node("MmBackward0", _matmul_a, _matmul_b)
 # x, weight (of x @ weight.T + bias; the bias is the third input)
 AddmmBackward0 = _node("AddmmBackward0", _linear_input, _linear_weight, _linear_bias)
