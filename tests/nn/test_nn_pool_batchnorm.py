@@ -151,6 +151,32 @@ def test_batch_norm_without_running_stats_or_affine_and_twice_differentiable():
     assert td.autograd.gradgradcheck(fn, (x, w))
 
 
+def test_batch_norm_in_training_is_one_node_twice_differentiable_in_every_input():
+    # the fused node's formulas against central differences (float64), first and second order
+    rng = np.random.default_rng(4)
+    x = td.tensor(rng.standard_normal((3, 2, 2, 3)), requires_grad=True)
+    w = td.tensor(rng.uniform(0.5, 2, 2), requires_grad=True)
+    b = td.tensor(rng.standard_normal(2), requires_grad=True)
+    fn = lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)  # noqa: E731
+    assert fn(x, w, b).grad_fn.name() == "NativeBatchNormBackward0"
+    assert td.autograd.gradcheck(fn, (x, w, b))
+    assert td.autograd.gradgradcheck(fn, (x, w, b))
+    # a subset of the inputs, against torch
+    upstream = rng.standard_normal((3, 2, 2, 3))
+    ours = F.batch_norm(x.detach(), None, None, w, None, training=True)
+    (ours * td.tensor(upstream)).sum().backward()
+    tw = torch.tensor(w.data, requires_grad=True)
+    theirs = TF.batch_norm(torch.tensor(x.data), None, None, tw, None, training=True)
+    (theirs * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(w.grad.data, tw.grad.numpy(), rtol=1e-10, atol=1e-12)
+    # the input saved for the backward, changed in place: refused as torch refuses
+    z = x * 1.0
+    y = fn(z, w, b)
+    z.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
 def test_pool_and_batch_norm_errors():
     with pytest.raises(ShapeError, match=r"spatial size \(2, 2\) is smaller than the kernel"):
         F.max_pool2d(td.ones(1, 1, 2, 2), 3)

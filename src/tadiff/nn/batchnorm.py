@@ -23,10 +23,13 @@ import numpy as np
 
 from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.grad_mode import no_grad
-from tadiff.autograd.tensor import Tensor
+from tadiff.autograd.graph import record
+from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
 from tadiff.nn.module import Module, Parameter
+from tadiff.ops._common import needs_grad
+from tadiff.ops.derivatives import NativeBatchNormBackward0
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "batch_norm"]
 
@@ -80,17 +83,33 @@ def batch_norm(
                 f"batch_norm: training needs more than one value per channel, got input of "
                 f"shape {x.data.shape}"
             )
-        mean = x.mean(dim=dims, keepdim=True)
-        centered = x - mean
-        var = (centered * centered).mean(dim=dims, keepdim=True)
+        data = x.data
+        mean = data.mean(axis=dims, keepdims=True)
+        centered = data - mean
+        var = np.mean(centered * centered, axis=dims, keepdims=True)
         if running_mean is not None and running_var is not None:
             with no_grad():
-                unbiased = var.data.reshape(channels) * (count / (count - 1))
+                unbiased = var.reshape(channels) * (count / (count - 1))
                 running_mean.data *= 1 - momentum
-                running_mean.data += momentum * mean.data.reshape(channels)
+                running_mean.data += momentum * mean.reshape(channels)
                 running_var.data *= 1 - momentum
                 running_var.data += momentum * unbiased
-        out = centered / (var + eps).sqrt()
+        inv = (1.0 / np.sqrt(var + eps)).astype(data.dtype, copy=False)
+        out = centered * inv
+        if weight is not None:
+            out = out * weight.data.reshape(shape)
+        if bias is not None:
+            out = out + bias.data.reshape(shape)
+        if not needs_grad(x, *(t for t in (weight, bias) if t is not None)):
+            return _make(out)
+        # one node for normalization, scale and shift: its backward is two sums over the batch
+        return record(
+            NativeBatchNormBackward0,
+            out,
+            (x, weight, bias),
+            (x, weight),
+            (dims, shape, eps, mean, inv),
+        )
     else:
         if running_mean is None or running_var is None:
             raise InputError("batch_norm: evaluation mode needs running_mean and running_var")

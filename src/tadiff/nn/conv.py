@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._array import pad_constant
 from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
@@ -77,7 +78,7 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
     pairs = [(0, 0)] * (x.data.ndim - dims) + [
         (int(widths[2 * k]), int(widths[2 * k + 1])) for k in reversed(range(dims))
     ]
-    data = np.pad(x.data, pairs, constant_values=value)
+    data = pad_constant(x.data, pairs, value)
     if not needs_grad(x):
         return _make(data)
     interior = tuple(slice(lo, lo + n) for (lo, _), n in zip(pairs, x.data.shape, strict=True))

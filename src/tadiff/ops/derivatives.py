@@ -98,6 +98,45 @@ class MultiOpNode(MultiOutputNode):
         return [type(self).vjp(F, filled, *values)]
 
 
+class NativeBatchNormBackward0(Node):
+    """Training-mode batch normalization of ``x`` with optional ``weight`` and ``bias``: the
+    gradients of all three from two sums over the batch (as torch's fused kernel), instead of
+    a backward pass through the ten ops that compute the batch statistics.
+
+    Saved: ``x``, ``weight`` (or None). Args: the reduced ``dims``, the per-channel ``shape``
+    ``(1, C, 1, ...)``, ``eps``, and the forward's ``mean`` and ``1/sqrt(var + eps)`` arrays
+    (a plain backward uses them; under ``create_graph`` they are recomputed from ``x`` with
+    differentiable ops, so the formula is its own second derivative's forward).
+    """
+
+    __slots__ = ()
+    _frees_args = True
+
+    def _apply(self, g: Any, create_graph: bool) -> list[Any]:
+        F = GRAPH if create_graph else ARRAY
+        x, weight = self._unpack(create_graph)
+        dims, shape, eps, mean, inv = self._args
+        n = math.prod(x.shape[d] for d in dims)
+        if create_graph:
+            centered = x - F.sum(x, dims, True) / n
+            inv = 1.0 / F.sqrt(F.sum(centered * centered, dims, True) / n + eps)
+            xhat = centered * inv
+        else:
+            xhat = (x - mean) * inv
+        sum_g = F.sum(g, dims, True)
+        sum_gx = F.sum(g * xhat, dims, True)
+        edges = self.next_functions
+        dx = dw = db = None
+        if edges[0][0] is not None:
+            scale = inv * (1.0 / n) if weight is None else F.reshape(weight, shape) * inv / n
+            dx = scale * (g * n - sum_g - xhat * sum_gx)
+        if edges[1][0] is not None:
+            dw = F.reshape(sum_gx, (shape[1],))
+        if edges[2][0] is not None:
+            db = F.reshape(sum_g, (shape[1],))
+        return [dx, dw, db]
+
+
 def _node(name: str, *vjps: VJP | None, frees_args: bool = False) -> type[OpNode]:
     """A node class; ``frees_args``: its parameters are data torch saves as tensors (released
     after a backward pass without ``retain_graph``, see ``Node._frees_args``)."""

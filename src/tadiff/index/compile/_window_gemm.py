@@ -76,6 +76,7 @@ from math import gcd
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from tadiff._array import pad_constant
 from tadiff.parallel import blas_threads_for, run_blocks
 
 Arrays = Mapping[str, np.ndarray]
@@ -531,7 +532,7 @@ class _Plan:
             # broadcast): one copy, into the zero-filled buffer
             return self._relayout(op, array)
         if op.pads is not None:
-            array = np.pad(array, op.pads)  # new and contiguous, whatever the input's layout
+            array = pad_constant(array, op.pads)  # new and contiguous, whatever the input's layout
         array = np.ascontiguousarray(array)
         if op.phases is not None:
             # x[g*q + r] -> phase[r, q]: one copy, phase axes first
@@ -820,7 +821,7 @@ class _BlockPlan:
         _, shape, forms = self.small
         pads = _pads(shape, forms, self.length)
         if any(lo or hi for lo, hi in pads):
-            small = np.pad(small, pads)
+            small = pad_constant(small, pads)
             forms = [(co, const + lo) for (co, const), (lo, _) in zip(forms, pads, strict=True)]
         axes = self.m + self.windows + self.k
         view = _view(small, forms, {}, axes, self._lengths(axes))

@@ -41,6 +41,7 @@ from math import gcd, lcm
 
 import numpy as np
 
+from tadiff._array import pad_constant
 from tadiff.index.compile._affine import integer_form
 from tadiff.index.compile._window_gemm import (
     describe,
@@ -369,7 +370,7 @@ class _Planner:
             array = arrays[name]
             if padded:
                 # zeros where masked-out elements index past the array (never read unmasked)
-                array = np.pad(array, pads)
+                array = pad_constant(array, pads)
             if take is not None:
                 moved = np.moveaxis(
                     array, irregular, range(len(shape) - len(irregular), len(shape))
