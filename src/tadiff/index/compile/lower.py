@@ -4,7 +4,9 @@
 and lowers each stage:
 
 * ``einsum`` — a stage that is a pure contraction (one ``np.einsum``, BLAS);
-* ``numpy`` — the vectorized NumPy evaluation of the stage's definition. Where it would
+* ``numpy`` — the vectorized NumPy evaluation of the stage's definition (a convolution-like
+  sum whose output side is narrow contracts first and adds shifted views of the product, see
+  :mod:`~tadiff.index.compile._shifted_sum`). Where it would
   materialize more than the memory budget (every index of a sum nest as an array axis), the
   stage runs in chunks of its first output index, each chunk planned as a definition of its
   own, so temporaries stay under :func:`~tadiff.index.compile.schedule.memory_budget`;
@@ -34,6 +36,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tadiff.errors import InputError, MissingDependencyError
+from tadiff.index.compile._shifted_sum import plan_shifted_sum
 from tadiff.index.compile.rewrite import product_factors
 from tadiff.index.compile.schedule import (
     Program,
@@ -140,7 +143,12 @@ def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
             # BLAS products of windows (a convolution) beat loops, and so does an im2col product
             # whose matrices are all wide; a depthwise convolution's (one side of width 1) does not
             k = _numpy_kernel(stage, {a: program.shapes[a] for a in stage.fn.args}, program.dtype)
-            if "window-unrolled" in k.source or not big or _blas_shaped(stage):
+            if (
+                "window-unrolled" in k.source
+                or k.source.startswith("product first")
+                or not big
+                or _blas_shaped(stage)
+            ):
                 out.append(("numpy", k))
                 continue
         out.append(("numba", None) if big else ("numpy", None))
@@ -157,7 +165,12 @@ def _numpy_kernel(stage: Stage, shapes: Mapping, dtype: np.dtype) -> Kernel:
     fn, out_shape = stage.fn, stage.out_shape
     peak = stage.nest.peak * dtype.itemsize * 3  # a value and two operands alive at once
     budget = memory_budget()
-    if _is_contraction_like(stage) or peak <= budget:
+    if _is_contraction_like(stage):
+        k = lower_numpy(fn, shapes, dtype, None, out_shape)
+        if "window-unrolled" not in k.source:  # im2col: contracting first may copy less
+            return plan_shifted_sum(fn, shapes, dtype, out_shape) or k
+        return k
+    if peak <= budget:
         return lower_numpy(fn, shapes, dtype, None, out_shape)
     if out_shape and out_shape[0] > 1 and peak / out_shape[0] <= budget:
         return _chunked(fn, shapes, dtype, out_shape, int(budget // (peak / out_shape[0])))

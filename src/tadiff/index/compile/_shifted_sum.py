@@ -1,0 +1,335 @@
+"""Product first, then a sum of shifted views: a convolution whose output side is the narrow one.
+
+The general NumPy path (:mod:`~tadiff.index.compile.vectorized`) evaluates a convolution-like
+sum ``out[b, c, r] = sum[o, k](dy[b, o, r - k] * w[o, c, k])`` by copying every window of the
+large operand into a matrix (im2col: ``b * r`` rows of ``o * K`` values) and making one matrix
+product. Where the output has fewer channels than the contracted side (an input gradient
+``dx`` whose input has fewer channels than the output: ``c < o``), it is cheaper to contract
+first and shift after:
+
+* ``P[b, m, c, k] = sum[o](dy[b, o, m] * w[o, c, k])`` — one product of the operands as they
+  are (BLAS through ``np.einsum``), ``b * m * c * K`` values, fewer than im2col's copy when
+  ``c < o``;
+* ``out[b, c, r] = sum[k](P[b, r - k, c, k])`` — for each window offset ``k`` one addition of
+  a shifted view of ``P`` into the output (the gather form of col2im: each output element reads
+  what it needs, nothing is scattered).
+
+:func:`plan_shifted_sum` recognizes the pattern in a definition (two accesses, index terms
+``u ± v + c`` with unit coefficients), checks that the declared sum ranges are exactly the
+positions where both accesses are in bounds (else the shifted views would add terms the
+definition does not have), and takes it only where ``P`` is smaller than the im2col matrix.
+Measured on a CNN's second convolution's input gradient (32 images of 8 x 8, 16 -> 8 channels,
+3 x 3, float32, one thread): 0.85 ms through im2col, 0.4 ms this way.
+
+Example:
+    >>> import numpy as np
+    >>> from tadiff.index import define
+    >>> f = define("y[b, o, h] = sum[c, k](x[b, c, h + k] * w[o, c, k])")
+    >>> dx = f.grad("x")  # sum[o, h](dy[b, o, h] * w[o, c, p - h]) over the valid h
+    >>> shapes = {"x": (2, 2, 10), "w": (6, 2, 3), "dy": (2, 6, 8)}
+    >>> k = plan_shifted_sum(dx, shapes, np.float64, dx.output_shape(**shapes))
+    >>> k.source.startswith("product first")
+    True
+    >>> k({n: np.ones(s) for n, s in shapes.items()})[0, 0].tolist()
+    [6.0, 12.0, 18.0, 18.0, 18.0, 18.0, 18.0, 18.0, 12.0, 6.0]
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tadiff.index.compile._affine import integer_form
+from tadiff.index.compile.rewrite import product_factors
+from tadiff.index.compile.vectorized import Kernel
+from tadiff.index.expr import Access, Sum
+
+__all__ = ["plan_shifted_sum"]
+
+_MAX_OFFSETS = 64
+"""At most this many window offsets (each one NumPy addition): a 8 x 8 kernel."""
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """An output index ``u`` tied to a window: ``u = m + offset(k)`` where ``m`` indexes axis
+    ``m_dim`` of the shifted operand and ``k`` runs over the window."""
+
+    u: str
+    m_dim: int  # the shifted operand's axis
+    k_range: int  # window values 0..k_range-1
+    k_name: str  # the window variable's name in the product (a sum variable, or a fresh one)
+    sign: int  # offset(k) = sign * k + const
+    const: int
+
+
+def _terms(expr, params) -> tuple[dict[str, int], int] | None:
+    coeffs, const, den = integer_form(expr, params)
+    if den != 1:
+        return None
+    return {v: c for v, c in coeffs.items() if c}, const
+
+
+def plan_shifted_sum(
+    fn, shapes: Mapping[str, tuple[int, ...]], dtype, out_shape, only_if_smaller: bool = True
+) -> Kernel | None:
+    """The product-first kernel of ``fn`` (see the module docstring), or None where the
+    definition is not of that form or the im2col path copies less.
+
+    Args:
+        fn: a TensorFunction.
+        shapes: argument name -> shape.
+        dtype: the float dtype of arguments and result.
+        out_shape: the output shape.
+        only_if_smaller: decline where the product is not smaller than im2col's matrix
+            (``False``: whenever the form fits — what the tests check it against).
+    """
+    params = fn._params(shapes)
+    scale, factors = product_factors(fn.body)
+    if len(factors) != 1 or not isinstance(factors[0], Sum):
+        return None
+    sums, node = [], factors[0]
+    while isinstance(node, Sum):
+        sums.append(node)
+        node = node.body
+    inner_scale, inner = product_factors(node)
+    scale *= inner_scale
+    if len(inner) != 2 or not all(isinstance(a, Access) for a in inner):
+        return None
+    a, b = inner
+    if a.name == b.name:
+        return None
+    out_vars = tuple(fn.out_vars)
+    sum_vars = [s.var for s in sums]
+    sizes = dict(zip(out_vars, out_shape, strict=True))
+    forms = []
+    for acc in (a, b):
+        terms = [_terms(e, params) for e in acc.indices]
+        if any(t is None for t in terms):
+            return None
+        forms.append(terms)
+    found = _roles(forms, (a, b), shapes, out_vars, sum_vars)
+    if found is None:
+        return None
+    shifted, plain, pairs, letters = found
+    if not _ranges_are_natural(sums, (a, b), forms, shapes, params, sizes):
+        return None
+    x_shape, k_shape = shapes[shifted.name], shapes[plain.name]
+    window = [p.k_range for p in pairs]
+    if not pairs or math.prod(window) > _MAX_OFFSETS:
+        return None
+    # sizes of what each path writes: im2col copies every window of the shifted operand once
+    # per contracted value; the product-first path writes P once and reads it once
+    n_contracted = math.prod(_size_of(v, forms, (a, b), shapes) for v in letters["contracted"])
+    outs_in_x = math.prod(sizes[v] for v in letters["x_out"])
+    rows = outs_in_x * math.prod(sizes[p.u] for p in pairs)
+    im2col = rows * n_contracted * math.prod(window)
+    p_size = (
+        outs_in_x
+        * math.prod(x_shape[p.m_dim] for p in pairs)
+        * math.prod(sizes[v] for v in letters["k_out"])
+        * math.prod(window)
+    )
+    if only_if_smaller and p_size >= im2col:
+        return None
+    spec = letters["spec"]
+    dtype = np.dtype(dtype)
+    out_shape = tuple(out_shape)
+    # the work array: coupled output axes first, then the others (both in output order)
+    coupled = [v for v in out_vars if v in {p.u for p in pairs}]
+    work_vars = [*coupled, *(v for v in out_vars if v not in coupled)]
+    work_shape = tuple(sizes[v] for v in work_vars)
+    to_out = [work_vars.index(v) for v in out_vars]
+    by_u = {p.u: p for p in pairs}
+    offsets = []
+    for ks in itertools.product(*(range(n) for n in window)):
+        at = dict(zip((p.u for p in pairs), ks, strict=True))
+        work_index, p_index = [], []
+        for u in coupled:
+            p = by_u[u]
+            t = p.sign * at[u] + p.const  # u = m + t
+            lo, hi = max(0, t), min(sizes[u], x_shape[p.m_dim] + t)
+            work_index.append(slice(lo, hi))
+            p_index.append(slice(lo - t, hi - t))
+        if all(sl.start < sl.stop for sl in work_index):
+            offsets.append((tuple(work_index), (*ks, *p_index)))
+
+    def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+        x = np.asarray(arrays[shifted.name], dtype=dtype).reshape(x_shape)
+        k = np.asarray(arrays[plain.name], dtype=dtype).reshape(k_shape)
+        product = np.ascontiguousarray(np.einsum(spec, x, k, optimize=True))
+        work = np.zeros(work_shape, dtype=dtype)
+        for work_index, p_index in offsets:
+            work[work_index] += product[p_index]
+        if scale != 1.0:
+            work *= dtype.type(scale)
+        return np.ascontiguousarray(work.transpose(to_out))
+
+    text = (
+        f"product first, then {len(offsets)} shifted sums: {fn}\n"
+        f"  P = einsum('{spec}', {shifted.name}, {plain.name}), {p_size} values "
+        f"(im2col would copy {im2col})"
+    )
+    return Kernel("numpy", run, out_shape, dtype, text)
+
+
+def _size_of(var: str, forms, accesses, shapes) -> int:
+    """The extent of a plainly indexed variable: the size of an axis it indexes alone."""
+    for terms, acc in zip(forms, accesses, strict=True):
+        for d, (coeffs, const) in enumerate(terms):
+            if coeffs == {var: 1} and const == 0:
+                return shapes[acc.name][d]
+    raise AssertionError(var)
+
+
+def _roles(forms, accesses, shapes, out_vars, sum_vars):
+    """Which access is shifted and which plain, the output/window pairs and the einsum spec.
+
+    Every index must be a plain variable (coefficient 1, no constant) or ``u ± v + c`` with an
+    output index ``u`` and a sum variable ``v`` (the window). Returns None otherwise.
+    """
+    kinds = []  # per access, per axis: ("plain", var) or ("coupled", u, v, sign_v, const)
+    for terms in forms:
+        row = []
+        for coeffs, const in terms:
+            if len(coeffs) == 1 and const == 0 and next(iter(coeffs.values())) == 1:
+                row.append(("plain", next(iter(coeffs))))
+                continue
+            us = [v for v in coeffs if v in out_vars]
+            vs = [v for v in coeffs if v in sum_vars]
+            if len(coeffs) != 2 or len(us) != 1 or len(vs) != 1 or coeffs[us[0]] != 1:
+                return None
+            if abs(coeffs[vs[0]]) != 1:
+                return None
+            row.append(("coupled", us[0], vs[0], coeffs[vs[0]], const))
+        kinds.append(row)
+    coupled = [any(k[0] == "coupled" for k in row) for row in kinds]
+    if coupled.count(True) != 1:
+        return None
+    xi = coupled.index(True)
+    x_kinds, k_kinds = kinds[xi], kinds[1 - xi]
+    for row in kinds:  # each variable once per access
+        names = [k[1] for k in row if k[0] == "plain"] + [k[2] for k in row if k[0] == "coupled"]
+        if len(names) != len(set(names)):
+            return None
+    k_plain = {k[1]: d for d, k in enumerate(k_kinds)}
+    window_vars = [k[2] for k in x_kinds if k[0] == "coupled"]
+    us = [k[1] for k in x_kinds if k[0] == "coupled"]
+    if len(set(us)) != len(us) or not all(v in k_plain for v in window_vars):
+        return None
+    x_plain = {k[1] for k in x_kinds if k[0] == "plain"}
+    if any(u in x_plain or u in k_plain for u in us):
+        return None
+    pairs_orig, pairs_flip = [], []
+    for d, k in enumerate(x_kinds):
+        if k[0] != "coupled":
+            continue
+        _, u, v, sign, const = k
+        # the shifted operand's axis d holds m = u + sign*v + const: u = m - sign*v - const
+        k_dim = k_plain[v]
+        pairs_orig.append(_Pair(u, d, shapes[accesses[1 - xi].name][k_dim], v, -sign, -const))
+        # flipped: the window is x's axis (k = m_x), the other operand's axis is shifted:
+        # m = v = sign*(k - u - const), so u = k - const - sign*m: a unit slope needs sign -1
+        pairs_flip.append(
+            _Pair(u, k_dim, shapes[accesses[xi].name][d], f"k_{u}", 1, -const) if sign == -1
+            else None
+        )  # fmt: skip
+    windows_orig = math.prod(p.k_range for p in pairs_orig)
+    flip = all(p is not None for p in pairs_flip) and (
+        math.prod(p.k_range for p in pairs_flip) < windows_orig
+    )
+    outs = set(out_vars)
+    sums = set(sum_vars)
+    if flip:
+        shifted, plain = accesses[1 - xi], accesses[xi]
+        pairs = pairs_flip
+        window_of = {p.m_dim: p for p in pairs}  # axes of the shifted operand that are m axes
+        s_axes = [f"m_{window_of[d].u}" if d in window_of else k[1] for d, k in enumerate(k_kinds)]
+        coupled_x = {d: p for d, p in zip((d for d, k in enumerate(x_kinds) if k[0] == "coupled"),
+                                          pairs, strict=True)}  # fmt: skip
+        p_axes_plain = [coupled_x[d].k_name if d in coupled_x else k[1]
+                        for d, k in enumerate(x_kinds)]  # fmt: skip
+    else:
+        shifted, plain = accesses[xi], accesses[1 - xi]
+        pairs = pairs_orig
+        s_axes = [f"m_{k[1]}" if k[0] == "coupled" else k[1] for k in x_kinds]
+        p_axes_plain = [k[1] for k in k_kinds]
+    window_names = {p.k_name for p in pairs}
+    contracted = (set(s_axes) & set(p_axes_plain)) - outs
+    if not contracted <= sums or (sums - contracted - window_names - set(window_vars)):
+        return None
+    if any(v in sums for v in (set(s_axes) ^ set(p_axes_plain)) - window_names):
+        return None  # a sum variable of one operand only: not this pattern
+    x_out = [v for v in s_axes if v in outs]
+    k_out = [v for v in p_axes_plain if v in outs and v not in s_axes]
+    # P's axes: the window first (each offset is then one contiguous block of P), then the
+    # output's coupled axes (as m axes) and its other axes, each group in output order: the
+    # layout of the work array the shifted blocks are added into (contiguous inner runs)
+    m_of = {p.u: f"m_{p.u}" for p in pairs}
+    coupled_first = [m_of[v] for v in out_vars if v in m_of]
+    others = [v for v in out_vars if v not in m_of]
+    p_axes = [*(p.k_name for p in pairs), *coupled_first, *others]
+    covered = set(x_out) | set(k_out) | {p.u for p in pairs}
+    if covered != outs:
+        return None
+    symbols = {}
+    for name in [*s_axes, *p_axes_plain, *p_axes]:
+        if name not in symbols:
+            if len(symbols) >= 52:
+                return None
+            symbols[name] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[len(symbols)]
+    spec = (
+        "".join(symbols[v] for v in s_axes)
+        + ","
+        + "".join(symbols[v] for v in p_axes_plain)
+        + "->"
+        + "".join(symbols[v] for v in p_axes)
+    )
+    roles = {"spec": spec, "p_axes": p_axes, "x_out": x_out, "k_out": k_out}
+    return shifted, plain, pairs, {**roles, "contracted": sorted(contracted)}
+
+
+def _ranges_are_natural(sums, accesses, forms, shapes, params, sizes) -> bool:
+    """Whether each sum runs over exactly the values where both accesses are in bounds, for
+    every value of the output index its bounds depend on (the shifted views add all of them)."""
+    for s in sums:
+        lower = [_terms(e, params) for e in s.lower]
+        upper = [_terms(e, params) for e in s.upper]
+        if any(t is None for t in lower + upper):
+            return False
+        free = {v for t in lower + upper for v in t[0]}
+        if len(free) > 1 or free - set(sizes):
+            return False
+        natural = []  # (coefficient of s.var, other terms, const, axis size)
+        for terms, acc in zip(forms, accesses, strict=True):
+            for d, (coeffs, const) in enumerate(terms):
+                c = coeffs.get(s.var, 0)
+                if c:
+                    rest = {v: k for v, k in coeffs.items() if v != s.var}
+                    if set(rest) - set(sizes) or len(rest) > 1:
+                        return False
+                    natural.append((c, rest, const, shapes[acc.name][d]))
+        u = next(iter(free), None)
+        if u is None:
+            u = next((next(iter(r)) for _, r, _, _ in natural if r), None)
+        for value in range(sizes[u]) if u is not None else [0]:
+            at = {u: value} if u is not None else {}
+            lo = max(sum(at.get(v, 0) * k for v, k in t.items()) + c for t, c in lower)
+            hi = min(sum(at.get(v, 0) * k for v, k in t.items()) + c for t, c in upper)
+            nlo, nhi = -(10**18), 10**18
+            for c, rest, const, n in natural:
+                base = sum(at.get(v, 0) * k for v, k in rest.items()) + const
+                # 0 <= c * var + base <= n - 1 with c = +-1
+                a, b = -base, n - 1 - base
+                if c < 0:
+                    a, b = -b, -a
+                nlo, nhi = max(nlo, a), min(nhi, b)
+            if lo > hi and nlo > nhi:
+                continue  # both empty
+            if (lo, hi) != (nlo, nhi):
+                return False
+    return True
