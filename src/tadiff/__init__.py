@@ -12,6 +12,7 @@ import numpy as _np
 # The layers built on the engine follow: index notation (define), structured gradients (sinkhorn,
 # householder_*), training (nn, optim, viz), and the integer linear algebra under it all.
 from tadiff import (
+    _malloc,
     autograd,
     cuda,
     data,
@@ -262,6 +263,8 @@ from tadiff.random import (
 from tadiff.serialization import load, save
 from tadiff.structured.householder import householder_apply, householder_product
 from tadiff.structured.sinkhorn import sinkhorn
+
+_malloc.tune()  # freed large arrays' memory kept for the next ones (glibc); see tadiff._malloc
 
 clip = clamp
 float32 = _np.dtype("float32")

@@ -190,6 +190,8 @@ NOT_HERE = {
     "SliceBackward0", "SelectBackward0", "DiagonalBackward0", "IndexScatterBackward0",
     "ConstantPadNdBackward0", "IndexPutBackward0", "CopySlices", "AsStridedBackward0",
     "GatherBackward0", "ScatterAddBackward0", "IndexAddBackward0",
+    # pooling: ties, NaN and -inf against a brute-force oracle in tests/nn/test_nn_pool_batchnorm.py
+    "MaxPoolTiledBackward0",
     # products of several operands and decompositions: test_op_table.py and test_linalg.py
     "MmBackward0", "AddmmBackward0", "BmmBackward0", "MvBackward0", "DotBackward0",
     "EinsumBackward0", "LinalgCrossBackward0", "LinalgInvBackward0", "LinalgDetBackward0",

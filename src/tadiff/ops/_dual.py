@@ -286,10 +286,17 @@ def _matmul_plan(equation: str) -> tuple[Any, ...] | None:
     inner = "".join(c for c in sa if c in sb and c not in out)
     if len(batch + left + inner) != len(sa) or len(batch + right + inner) != len(sb):
         return None
-    order = batch + left + right
+    # the product's rows and columns: ``a``'s letters as rows, unless the output's innermost
+    # letter is one of them — then ``bᵀ aᵀ``, so that the product's innermost axis is the
+    # output's and the final copy into the output's layout moves whole rows (a (1000, 25, 10)
+    # result copied across its innermost axis took 4.8 ms, along it 0.7 ms)
+    swap = bool(left) and bool(right) and out[-1] in left
+    rows, cols = (right, left) if swap else (left, right)
+    order = batch + rows + cols
     perm_a = [sa.index(c) for c in batch + left + inner]
     perm_b = [sb.index(c) for c in batch + inner + right]
-    return sa, sb, (batch, left, inner, right), perm_a, perm_b, [order.index(c) for c in out]
+    perm_out = [order.index(c) for c in out]
+    return sa, sb, (batch, left, inner, right), perm_a, perm_b, perm_out, swap
 
 
 def _einsum_as_matmul(equation: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
@@ -300,7 +307,7 @@ def _einsum_as_matmul(equation: str, a: np.ndarray, b: np.ndarray) -> np.ndarray
     plan = _matmul_plan(equation)
     if plan is None or a.size == 0 or b.size == 0:
         return None
-    sa, sb, groups, perm_a, perm_b, perm_out = plan
+    sa, sb, groups, perm_a, perm_b, perm_out, swap = plan
     size = dict(zip(sa, a.shape, strict=True))
     for c, n in zip(sb, b.shape, strict=True):
         if size.setdefault(c, n) != n:
@@ -311,8 +318,23 @@ def _einsum_as_matmul(equation: str, a: np.ndarray, b: np.ndarray) -> np.ndarray
     batch, left, _, right = groups
     a3 = a.transpose(perm_a).reshape(dims[0], dims[1], dims[2])
     b3 = b.transpose(perm_b).reshape(dims[0], dims[2], dims[3])
-    product = (a3 @ b3).reshape([size[c] for c in batch + left + right])
-    return np.ascontiguousarray(product.transpose(perm_out))
+    if swap:  # (a b)ᵀ = bᵀ aᵀ, each factor a transposed view (BLAS takes either layout)
+        a3, b3 = b3.transpose(0, 2, 1), a3.transpose(0, 2, 1)
+        rows, cols = right, left
+    else:
+        rows, cols = left, right
+    # the product written straight into the result's layout where that is a plain strided view
+    # (BLAS writes rows with a stride); NumPy copies small-inner-axis transposes slowly
+    out_shape = [size[c] for c in equation.split("->")[1]]
+    result = np.empty(out_shape, dtype=np.result_type(a, b))
+    into = result.transpose(np.argsort(perm_out))
+    try:
+        target = into.reshape(a3.shape[0], a3.shape[1], b3.shape[2], copy=False)
+    except ValueError:  # the grouped axes do not merge in the result's layout
+        product = np.matmul(a3, b3).reshape([size[c] for c in batch + rows + cols])
+        return np.ascontiguousarray(product.transpose(perm_out))
+    np.matmul(a3, b3, out=target)
+    return result
 
 
 ARRAY = SimpleNamespace(
