@@ -24,8 +24,12 @@ and the share of tadiff's time spent in the garbage collector. ``--memory`` adds
 resident memory each library's calls add (Linux), measured in a fresh process per cell: the
 high-water mark of three calls above the resident size before them.
 
-Run: ``python benchmarks/programs.py [--repeats 7] [--programs gmm,ba] [--memory]``; combine
-several runs' Markdown with ``benchmarks/median_of_runs.py``.
+tadiff sets glibc's malloc thresholds at import (``tadiff._malloc``: freed large arrays' memory
+is reused instead of faulted in again); ``--torch-malloc tadiff`` gives the torch worker the same
+thresholds, so the two libraries can also be compared with the same allocator settings.
+
+Run: ``python benchmarks/programs.py [--repeats 7] [--programs gmm,ba] [--memory]
+[--torch-malloc tadiff]``; combine several runs' Markdown with ``benchmarks/median_of_runs.py``.
 """
 
 from __future__ import annotations
@@ -114,12 +118,13 @@ def _worker(backend: str) -> None:
 
 
 class _Worker:
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, env: dict[str, str] | None = None):
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--worker", backend],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env=env,
         )
 
     def ask(self, **request: Any) -> Any:
@@ -191,8 +196,24 @@ def peak_memory(name: str, backend: str, dtype: str, mode: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def run(names: list[str], repeats: int, memory: bool) -> list[dict[str, Any]]:
-    workers = {b: _Worker(b) for b in ("tadiff", "torch")}
+def _worker_env(backend: str, torch_malloc: str) -> dict[str, str] | None:
+    """The torch worker's environment: as it is, or with the glibc malloc thresholds tadiff
+    sets for itself at import (``--torch-malloc tadiff``), so both libraries allocate alike."""
+    if backend != "torch" or torch_malloc == "default":
+        return None
+    from tadiff import _malloc
+
+    return {
+        **os.environ,
+        "MALLOC_MMAP_THRESHOLD_": str(_malloc.MMAP_THRESHOLD),
+        "MALLOC_TRIM_THRESHOLD_": str(_malloc.TRIM_THRESHOLD),
+    }
+
+
+def run(
+    names: list[str], repeats: int, memory: bool, torch_malloc: str = "default"
+) -> list[dict[str, Any]]:
+    workers = {b: _Worker(b, _worker_env(b, torch_malloc)) for b in ("tadiff", "torch")}
     rows = []
     try:
         for name in names:
@@ -263,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--programs", default="", help="comma-separated names (default: all)")
     parser.add_argument("--memory", action="store_true", help="also peak memory per cell")
+    parser.add_argument(
+        "--torch-malloc",
+        choices=("default", "tadiff"),
+        default="default",
+        help="torch's glibc malloc thresholds: as installed, or those tadiff sets at import",
+    )
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -277,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Load average at start: {os.getloadavg()[0]:.2f}\n")
     print(f"**PyTorch programs, tadiff vs torch eager (median of {args.repeats}, ms per call)**\n")
     _header(args.memory)
-    rows = run(names, args.repeats, args.memory)
+    print(f"torch's malloc thresholds: {args.torch_malloc}\n")
+    rows = run(names, args.repeats, args.memory, args.torch_malloc)
     print(f"\nLoad average at end: {os.getloadavg()[0]:.2f}")
     for mode, goal in GOALS.items():
         over = [f"{r['program']} {r['dtype']} ({r[mode][0] / r[mode][1]:.2f}×)" for r in rows
