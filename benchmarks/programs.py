@@ -300,11 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         _worker(args.worker)
         return 0
     names = [n for n in args.programs.split(",") if n] or list(_alias().NAMES)
-    print(f"Machine: {_machine()}")
+    print(f"Machine: {_machine()}; torch's malloc thresholds: {args.torch_malloc}")
     print(f"Load average at start: {os.getloadavg()[0]:.2f}\n")
     print(f"**PyTorch programs, tadiff vs torch eager (median of {args.repeats}, ms per call)**\n")
     _header(args.memory)
-    print(f"torch's malloc thresholds: {args.torch_malloc}\n")
     rows = run(names, args.repeats, args.memory, args.torch_malloc)
     print(f"\nLoad average at end: {os.getloadavg()[0]:.2f}")
     for mode, goal in GOALS.items():

@@ -1,7 +1,8 @@
 """Batch normalization: ``batch_norm`` and the ``BatchNorm1d``/``BatchNorm2d`` layers.
 
-In training mode the batch's own mean and (biased) variance normalize it — computed with tadiff
-ops, so gradients flow through the statistics as in torch — and the running estimates move by
+In training mode the batch's own mean and (biased) variance normalize it — one recorded node,
+whose backward differentiates through the statistics as torch's fused kernel does (two sums over
+the batch; twice differentiable) — and the running estimates move by
 ``momentum`` (with the unbiased variance, as torch; ``momentum=None`` keeps their cumulative
 average). The layers count the training batches in the buffer ``num_batches_tracked``, as torch
 does, so state dicts load in both directions. In evaluation mode the running estimates are
