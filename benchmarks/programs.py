@@ -186,12 +186,15 @@ def _memory_child(name: str, backend: str, dtype: str, mode: str) -> float:
 
 
 def peak_memory(name: str, backend: str, dtype: str, mode: str) -> float:
-    """:func:`_memory_child` in a subprocess."""
+    """:func:`_memory_child` in a subprocess. tadiff's malloc tuning is off there: it keeps the
+    memory of the first call for the next ones, which would hide their peak (what the program
+    needs) in the resident size before them."""
     out = subprocess.run(
         [sys.executable, __file__, "--memory-child", json.dumps([name, backend, dtype, mode])],
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "TADIFF_MALLOC_TUNING": "0"},
     )
     return float(out.stdout.strip().splitlines()[-1])
 
