@@ -330,7 +330,7 @@ def _einsum_as_matmul(equation: str, a: np.ndarray, b: np.ndarray) -> np.ndarray
     into = result.transpose(np.argsort(perm_out))
     try:
         target = into.reshape(a3.shape[0], a3.shape[1], b3.shape[2], copy=False)
-    except ValueError:  # the grouped axes do not merge in the result's layout
+    except (ValueError, TypeError):  # the axes do not merge here (TypeError: NumPy 2.0)
         product = np.matmul(a3, b3).reshape([size[c] for c in batch + rows + cols])
         return np.ascontiguousarray(product.transpose(perm_out))
     np.matmul(a3, b3, out=target)
