@@ -526,3 +526,22 @@ def test_fused_derivative_nests_compute_what_the_interpreter_computes(source, sh
         sizes = {**small, f.grad_name: out_shape, f.out_name: out_shape}
         ran += _check_fused(g, {a: sizes[a] for a in g.args}, rng)
     assert ran >= 1
+
+
+def test_a_guard_that_always_holds_does_not_hide_a_sum_from_the_loop_orders():
+    # da of the report's demo carries the guard ``i + 1 <= df.shape[0]`` (a's and df's first
+    # sizes need not agree); where they agree it is dropped, and the gradient accumulates the
+    # rows inside the sum over j instead of re-reading df * f for every k
+    f = define("f[i,j] = exp(-sum[k]((a[i,k]+b[j,k])**2 * c[i,i] + d[i+k]**3))")
+    shapes = {"a": (40, 8), "b": (40, 8), "c": (40, 40), "d": (47,), "df": (40, 40)}
+    program = plan_program(f.grad("a"), shapes, np.float64, {"f": (f, (40, 40))})
+    (stage,) = program.stages
+    assert "where" in str(f.grad("a")) and "where" not in str(stage.fn)
+    assert stage.nest.order == ("i", "j", "k") and stage.nest.accumulate
+    # a guard that holds for some rows only stays, and the program still computes the same
+    g = define("y[i:6] = where(i >= 2, sum[j](x[i, j]), 0)")
+    (kept,) = plan_program(g, {"x": (6, 4)}, np.float64).stages
+    assert "where" in str(kept.fn)
+    _check_programs(g, {"x": (6, 4)}, np.random.default_rng(11), np.float64)
+    _check_programs(f, {"a": (5, 3), "b": (4, 3), "c": (5, 5), "d": (7,)},
+                    np.random.default_rng(12), np.float64)  # fmt: skip

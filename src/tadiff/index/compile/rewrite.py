@@ -1,6 +1,8 @@
 """Rewrites of a body that the scheduler applies before choosing loops (shape-specific).
 
-* :func:`factor_sums` pulls the factors of a sum's body that do not depend on the sum variable
+* :func:`factor_sums` drops ``where`` conditions that hold everywhere in the output's box (the
+  range guards of a derivative whose shapes agree), and pulls the factors of a sum's body that
+  do not depend on the sum variable
   out of the sum: ``sum[j](f(i) * g(i, j)) = f(i) * sum[j](g(i, j))``, and splits a sum of terms
   that depend on different indices: ``sum[k](x(i, j, k) + y(i, k)) = sum[k](x) + sum[k](y)``,
   the second a value of ``i`` alone. The derivation builds
@@ -205,7 +207,14 @@ def factor_sums(node: Node, box: Box, params: Mapping[str, int]) -> Node:
         if isinstance(n, Op):
             out = ir.apply(n.op, *(go(a, box) for a in n.args))
         elif isinstance(n, Where):
-            out = ir.where(n.conds, go(n.then, box), go(n.other, box))
+            # a condition that holds (or fails) at every point of the box is no condition: a
+            # derivative's guard ``i + 1 <= dy.shape[0]`` where the shapes agree would otherwise
+            # hide the sum under it from the loop orders that accumulate inside it
+            truth = _truth(n.conds, box, params)
+            if truth is None:
+                out = ir.where(n.conds, go(n.then, box), go(n.other, box))
+            else:
+                out = go(n.then if truth else n.other, box)
         else:
             assert isinstance(n, Sum)
             inner_box = dict(box)
@@ -228,6 +237,28 @@ def factor_sums(node: Node, box: Box, params: Mapping[str, int]) -> Node:
         return out
 
     return go(node, dict(box))
+
+
+def _truth(conds, box: Box, params: Mapping[str, int]) -> bool | None:
+    """True when every condition holds over the whole box, False when one fails everywhere,
+    else None (by interval arithmetic; congruences are not decided)."""
+    every = True
+    for c in conds:
+        if c.kind == "mod":
+            return None
+        try:
+            lo, hi = interval(c.expr, box, params)
+        except KeyError:  # an index the box does not know
+            return None
+        holds = {
+            "ge": (lo >= 0, hi < 0),
+            "eq": (lo == hi == 0, lo > 0 or hi < 0),
+            "ne": (lo > 0 or hi < 0, lo == hi == 0),
+        }[c.kind]
+        if holds[1]:
+            return False
+        every = every and holds[0]
+    return True if every else None
 
 
 def _factored_sum(n: Sum, body: Node, nonempty: bool) -> Node:
