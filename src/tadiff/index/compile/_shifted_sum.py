@@ -188,6 +188,7 @@ def _size_of(var: str, forms, accesses, shapes) -> int:
 
 def _roles(forms, accesses, shapes, out_vars, sum_vars):
     """Which access is shifted and which plain, the output/window pairs and the einsum spec.
+    (Axis names made here start with ``~``, which no index variable can: no clash.)
 
     Every index must be a plain variable (coefficient 1, no constant) or ``u ± v + c`` with an
     output index ``u`` and a sum variable ``v`` (the window). Returns None otherwise.
@@ -235,7 +236,7 @@ def _roles(forms, accesses, shapes, out_vars, sum_vars):
         # flipped: the window is x's axis (k = m_x), the other operand's axis is shifted:
         # m = v = sign*(k - u - const), so u = k - const - sign*m: a unit slope needs sign -1
         pairs_flip.append(
-            _Pair(u, k_dim, shapes[accesses[xi].name][d], f"k_{u}", 1, -const) if sign == -1
+            _Pair(u, k_dim, shapes[accesses[xi].name][d], f"~k_{u}", 1, -const) if sign == -1
             else None
         )  # fmt: skip
     windows_orig = math.prod(p.k_range for p in pairs_orig)
@@ -248,7 +249,7 @@ def _roles(forms, accesses, shapes, out_vars, sum_vars):
         shifted, plain = accesses[1 - xi], accesses[xi]
         pairs = pairs_flip
         window_of = {p.m_dim: p for p in pairs}  # axes of the shifted operand that are m axes
-        s_axes = [f"m_{window_of[d].u}" if d in window_of else k[1] for d, k in enumerate(k_kinds)]
+        s_axes = [f"~m_{window_of[d].u}" if d in window_of else k[1] for d, k in enumerate(k_kinds)]
         coupled_x = {d: p for d, p in zip((d for d, k in enumerate(x_kinds) if k[0] == "coupled"),
                                           pairs, strict=True)}  # fmt: skip
         p_axes_plain = [coupled_x[d].k_name if d in coupled_x else k[1]
@@ -256,7 +257,7 @@ def _roles(forms, accesses, shapes, out_vars, sum_vars):
     else:
         shifted, plain = accesses[xi], accesses[1 - xi]
         pairs = pairs_orig
-        s_axes = [f"m_{k[1]}" if k[0] == "coupled" else k[1] for k in x_kinds]
+        s_axes = [f"~m_{k[1]}" if k[0] == "coupled" else k[1] for k in x_kinds]
         p_axes_plain = [k[1] for k in k_kinds]
     window_names = {p.k_name for p in pairs}
     contracted = (set(s_axes) & set(p_axes_plain)) - outs
@@ -269,7 +270,7 @@ def _roles(forms, accesses, shapes, out_vars, sum_vars):
     # P's axes: the window first (each offset is then one contiguous block of P), then the
     # output's coupled axes (as m axes) and its other axes, each group in output order: the
     # layout of the work array the shifted blocks are added into (contiguous inner runs)
-    m_of = {p.u: f"m_{p.u}" for p in pairs}
+    m_of = {p.u: f"~m_{p.u}" for p in pairs}
     coupled_first = [m_of[v] for v in out_vars if v in m_of]
     others = [v for v in out_vars if v not in m_of]
     p_axes = [*(p.k_name for p in pairs), *coupled_first, *others]
