@@ -302,7 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         _worker(args.worker)
         return 0
-    names = [n for n in args.programs.split(",") if n] or list(_alias().NAMES)
+    known = list(_alias().NAMES)
+    names = [n for n in args.programs.split(",") if n] or known
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"unknown program(s) {', '.join(unknown)}; choose from {', '.join(known)}")
     print(f"Machine: {_machine()}; torch's malloc thresholds: {args.torch_malloc}")
     print(f"Load average at start: {os.getloadavg()[0]:.2f}\n")
     print(f"**PyTorch programs, tadiff vs torch eager (median of {args.repeats}, ms per call)**\n")

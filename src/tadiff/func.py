@@ -79,7 +79,7 @@ def _depends_on_others(out: Tensor, inputs: Sequence[Tensor]) -> bool:
             if id(node.variable) not in own:
                 return True
             continue
-        stack_.extend(n for n, _ in node.next_functions)
+        stack_.extend(node._next)
     return False
 
 

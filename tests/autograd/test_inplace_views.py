@@ -337,6 +337,16 @@ def test_view_positions_refuse_foreign_memory():
         view_positions(base[:, :2], base[:, 2:])
 
 
+@pytest.mark.parametrize("view", [slice(6, 8), slice(0, 2), slice(7, 1, -2)])
+def test_view_positions_refuse_memory_beside_a_row_major_base(view):
+    """A row-major base's positions are the view's offsets: each one must still be inside."""
+    memory = np.zeros(10)
+    base = memory[2:6]
+    assert base.flags.c_contiguous
+    with pytest.raises(AutogradError, match="not elements of its base"):
+        view_positions(base, memory[view])
+
+
 def test_a_loop_of_row_writes_matches_torch():
     def run(lib, x, w):
         h = x * 1

@@ -113,10 +113,10 @@ def _count_dependencies(
             stack.append(node)
     while stack:
         node = stack.pop()
-        edges = node.next_functions
-        if not edges and leaves is not None and type(node) is AccumulateGrad:
+        producers = node._next
+        if not producers and leaves is not None and type(node) is AccumulateGrad:
             leaves.add(node)
-        for nxt, _ in edges:
+        for nxt in producers:
             if nxt is not None:
                 count = deps.get(nxt)
                 if count is None:
@@ -137,14 +137,14 @@ def _needed_nodes(
     while ready:  # Kahn's order: parents before children
         node = ready.pop()
         order.append(node)
-        for nxt, _ in node.next_functions:
+        for nxt in node._next:
             if nxt is not None:
                 remaining[nxt] -= 1
                 if remaining[nxt] == 0:
                     ready.append(nxt)
     needed = set()
     for node in reversed(order):
-        if node in targets or any(n in needed for n, _ in node.next_functions):
+        if node in targets or any(n in needed for n in node._next):
             needed.add(node)
     return needed
 
@@ -244,7 +244,7 @@ def _run_targeted(
                 for nr in target_nodes[node]:
                     captured[(node, nr)] = grads if node._n_outputs == 1 else grads[nr]
                 run = (run_targets and type(node) is AccumulateGrad) or any(
-                    n in needed for n, _ in node.next_functions
+                    n in needed for n in node._next
                 )
             else:
                 run = node in needed
@@ -256,8 +256,10 @@ def _run_targeted(
                     outs = run_post_hooks(node, outs, grads, create_graph)
                 if not keep_graph:
                     node._release()
-        edges = node.next_functions
-        for (nxt, nr), g in zip(edges, outs if outs is not None else _nones(edges), strict=True):
+        producers = node._next
+        if outs is None:
+            outs = _nones(producers)
+        for nxt, nr, g in zip(producers, node._nrs, outs, strict=True):
             if nxt is None or nxt not in needed:
                 continue
             if g is not None:
@@ -287,9 +289,9 @@ def _run_all(
     while ready:
         node = pop()
         grads = take(node, None)
-        edges = node.next_functions
+        producers = node._next
         if grads is None:
-            outs = _nones(edges)
+            outs = _nones(producers)
         else:
             extra = node._extra
             if captured is not None and type(node) is AccumulateGrad:
@@ -314,7 +316,7 @@ def _run_all(
                 outs = run_post_hooks(node, outs, grads, create_graph)
             if not keep_graph and (node._saved or node._frees_args):
                 node._release()
-        for (nxt, nr), g in zip(edges, outs):  # noqa: B905 - lengths match by construction
+        for nxt, nr, g in zip(producers, node._nrs, outs):  # noqa: B905 - equal lengths
             if nxt is None:
                 continue
             if g is not None:
@@ -347,8 +349,8 @@ _refcount = getattr(sys, "getrefcount", lambda obj: 1 << 30)
 _ONE_LOCAL = _unshared_count()
 
 
-def _nones(edges: tuple[Any, ...]) -> list[None]:
-    return [None] * len(edges)
+def _nones(producers: tuple[Any, ...]) -> list[None]:
+    return [None] * len(producers)
 
 
 def _add_grad(buffers: dict[Node, Any], node: Node, nr: int, g: Any) -> None:

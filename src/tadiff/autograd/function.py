@@ -115,7 +115,7 @@ class BackwardCFunction(MultiOutputNode):
         result = fn.backward(self, *as_tensors)
         if not isinstance(result, tuple):
             result = (result,)
-        n_in = len(self.next_functions)
+        n_in = len(self._next)
         if len(result) < n_in or any(r is not None for r in result[n_in:]):
             raise AutogradError(
                 f"function {self.name()} returned an incorrect number of gradients (expected "
@@ -133,7 +133,7 @@ class BackwardCFunction(MultiOutputNode):
                     f"{i}, but the corresponding forward input was not a Tensor"
                 )
             return None
-        if r is None or self.next_functions[i][0] is None:
+        if r is None or self._next[i] is None:
             return None
         if isinstance(r, Tensor):
             data = r.data
@@ -361,7 +361,7 @@ def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
             node._args = ()
             node._extra = None
             node._fname = ctx.name()
-            wrapped.append(_make(data, node, 0) if node.next_functions else _make(data))
+            wrapped.append(_make(data, node, 0) if node._next else _make(data))
         return wrapped[0] if single else tuple(wrapped)
 
     wrapper._once_differentiable = True

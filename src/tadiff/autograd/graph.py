@@ -93,7 +93,9 @@ class Node:
     """A backward function: maps gradients of an op's outputs to gradients of its inputs.
 
     Attributes:
-        next_functions: tuple of ``(node, input_nr)`` per op input, PyTorch's layout.
+        next_functions: tuple of ``(node, input_nr)`` per op input, PyTorch's layout (built
+            on access: the node keeps the producers and their output numbers as two tuples,
+            which saves the garbage collector one tracked pair per edge).
 
     Subclasses implement ``_apply(grads, create_graph)``: ``grads`` is the summed gradient of the
     single output (or a list, one per output, for multi-output nodes); it returns one gradient
@@ -101,12 +103,23 @@ class Node:
     pass and Tensors when ``create_graph`` records it.
     """
 
-    __slots__ = ("__weakref__", "_args", "_extra", "_saved", "_versions", "next_functions")
+    __slots__ = ("__weakref__", "_args", "_extra", "_next", "_nrs", "_saved", "_versions")
     _n_outputs = 1
     # True for nodes whose parameters hold data torch keeps as saved tensors (index arrays,
     # masks, a scalar factor): they are released with the saved tensors, so that a second
     # backward without retain_graph raises as in torch.
     _frees_args = False
+
+    @property
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
+        """``(node, input_nr)`` per op input: the producer's node (None for a constant) and
+        which of its outputs the input was."""
+        return tuple(zip(self._next, self._nrs, strict=True))
+
+    @next_functions.setter
+    def next_functions(self, edges: Sequence[tuple[Node | None, int]]) -> None:
+        self._next = tuple([node for node, _ in edges])
+        self._nrs = tuple([nr for _, nr in edges])
 
     def name(self) -> str:
         """The node's PyTorch-style name, e.g. ``MulBackward0``."""
@@ -199,7 +212,7 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable: Tensor):
         self._variable = weakref.ref(variable)
-        self.next_functions = ()
+        self._next = self._nrs = ()
         self._saved = ()
         self._versions = None
         self._args = ()
@@ -306,6 +319,18 @@ def edge(t: Tensor | None) -> tuple[Any, int]:
     return _NO_EDGE
 
 
+_ZEROS = tuple((0,) * n for n in range(8))
+
+
+def _zeros(n: int) -> tuple[int, ...]:
+    return _ZEROS[n] if n < 8 else (0,) * n
+
+
+def _output_nrs(inputs: tuple[Tensor | None, ...]) -> tuple[int, ...]:
+    """Which output of its producer each input is (0 for constants and leaves)."""
+    return tuple([0 if t is None or t.grad_fn is None else t._output_nr for t in inputs])
+
+
 def _versions_of(saved: tuple[Any, ...]) -> tuple[int, ...] | None:
     for s in saved:
         if type(s) is Tensor and s._vc is not None and s._vc[0]:
@@ -340,19 +365,23 @@ def record(
         The output Tensor, whose ``grad_fn`` is the new node.
     """
     node = _new(node_cls)
-    edges = []
+    producers = []
+    first_outputs = True  # every producer's output 0, the common case: a shared tuple of zeros
     for t in inputs:  # edge(t), inlined: this is the hot path of every recorded op
         if t is None:
-            edges.append(_NO_EDGE)
+            producers.append(None)
         elif t.grad_fn is not None:
-            edges.append((t.grad_fn, t._output_nr))
+            producers.append(t.grad_fn)
+            if t._output_nr:
+                first_outputs = False
         elif t._rg:
             meta = t._meta
             acc = meta.acc if meta is not None else None
-            edges.append((acc if acc is not None else grad_accumulator(t), 0))
+            producers.append(acc if acc is not None else grad_accumulator(t))
         else:
-            edges.append(_NO_EDGE)
-    node.next_functions = tuple(edges)
+            producers.append(None)
+    node._next = tuple(producers)
+    node._nrs = _zeros(len(producers)) if first_outputs else _output_nrs(inputs)
     out = _make(data, node, 0)
     if saved is INPUTS:
         saved = inputs
@@ -387,7 +416,7 @@ def record_multi(
     differentiable in them).
     """
     node = node_cls.__new__(node_cls)
-    node.next_functions = tuple([edge(t) for t in inputs])
+    node.next_functions = [edge(t) for t in inputs]
     node._args = args
     node._extra = None
     node._n_outputs = len(datas)

@@ -44,15 +44,40 @@ def view_positions(base: np.ndarray, view: np.ndarray) -> np.ndarray:
             f"cannot be mapped onto its base of dtype {base.dtype} and strides {base.strides}"
         )
     start = (_address(view) - _address(base)) // item
-    offsets = np.full(view.shape, start, np.int64)
-    for axis, (n, stride) in enumerate(zip(view.shape, view.strides, strict=True)):
-        step = np.arange(n, dtype=np.int64) * (stride // item)
-        offsets += step.reshape((n,) + (1,) * (view.ndim - axis - 1))
+    steps = [stride // item for stride in view.strides]
+    offsets = _offsets(start, view.shape, steps)
+    if base.flags.c_contiguous:
+        # the offset of an element of a row-major array is its flat index: only the range of
+        # the view's offsets needs checking, and that follows from its extreme elements
+        low = start + sum((n - 1) * s for n, s in zip(view.shape, steps, strict=True) if s < 0)
+        high = start + sum((n - 1) * s for n, s in zip(view.shape, steps, strict=True) if s > 0)
+        if offsets.size == 0 or (low >= 0 and high < base.size):
+            return offsets
+        raise _foreign(base)
     return _flat_index(base, offsets)
 
 
+def _offsets(start: int, shape: tuple[int, ...], steps: list[int]) -> np.ndarray:
+    """``start + sum_k i_k * steps[k]`` over the index grid of ``shape`` (int64)."""
+    offsets = None
+    for axis, (n, step) in enumerate(zip(shape, steps, strict=True)):
+        if n == 1:
+            continue
+        first = start if offsets is None else 0  # the start rides on the first line
+        if step:
+            line = np.arange(first, first + n * step, step, dtype=np.int64)
+        else:  # a broadcast view: every element along this axis is the same one
+            line = np.full(n, first, np.int64)
+        if axis + 1 < len(shape):
+            line = line.reshape((n,) + (1,) * (len(shape) - axis - 1))
+        offsets = line if offsets is None else offsets + line
+    if offsets is None:
+        return np.full(shape, start, np.int64)
+    return np.broadcast_to(offsets, shape).copy() if offsets.shape != shape else offsets
+
+
 def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+    return a.ctypes.data
 
 
 def _flat_index(base: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -87,7 +112,11 @@ def _flat_index(base: np.ndarray, offsets: np.ndarray) -> np.ndarray:
             for axis, n in enumerate(shape):
                 flat = flat * n + index[axis]
             return flat
-    raise AutogradError(
+    raise _foreign(base)
+
+
+def _foreign(base: np.ndarray) -> AutogradError:
+    return AutogradError(
         f"in-place op on a view: the view's elements are not elements of its base of shape "
-        f"{shape} and strides {base.strides}"
+        f"{base.shape} and strides {base.strides}"
     )

@@ -48,19 +48,19 @@ class OpNode(Node):
     def _apply(self, g: Any, create_graph: bool) -> list[Any]:
         F = GRAPH if create_graph else ARRAY
         values = (*self._unpack(create_graph), *self._args) if self._saved else self._args
-        edges = self.next_functions
-        n = len(edges)
+        producers = self._next
+        n = len(producers)
         if n == 1:  # the common cases, without the loop machinery
             return [self.vjps[0](F, g, *values)]
         if n == 2:
             f0, f1 = self.vjps
             return [
-                None if f0 is None or edges[0][0] is None else f0(F, g, *values),
-                None if f1 is None or edges[1][0] is None else f1(F, g, *values),
+                None if f0 is None or producers[0] is None else f0(F, g, *values),
+                None if f1 is None or producers[1] is None else f1(F, g, *values),
             ]
         return [
-            None if edge[0] is None or fn is None else fn(F, g, *values)
-            for fn, edge in zip(self.vjps, edges, strict=True)
+            None if nxt is None or fn is None else fn(F, g, *values)
+            for fn, nxt in zip(self.vjps, producers, strict=True)
         ]
 
 
@@ -78,7 +78,7 @@ class IndexedOpNode(Node):
         vjp = type(self).vjp
         return [
             None if nxt is None else vjp(F, g, i, *values, *args)
-            for i, (nxt, _) in enumerate(self.next_functions)
+            for i, nxt in enumerate(self._next)
         ]
 
 
@@ -125,14 +125,14 @@ class NativeBatchNormBackward0(Node):
             xhat = (x - mean) * inv
         sum_g = F.sum(g, dims, True)
         sum_gx = F.sum(g * xhat, dims, True)
-        edges = self.next_functions
+        producers = self._next
         dx = dw = db = None
-        if edges[0][0] is not None:
+        if producers[0] is not None:
             scale = inv * (1.0 / n) if weight is None else F.reshape(weight, shape) * inv / n
             dx = scale * (g * n - sum_g - xhat * sum_gx)
-        if edges[1][0] is not None:
+        if producers[1] is not None:
             dw = F.reshape(sum_gx, (shape[1],))
-        if edges[2][0] is not None:
+        if producers[2] is not None:
             db = F.reshape(sum_g, (shape[1],))
         return [dx, dw, db]
 
