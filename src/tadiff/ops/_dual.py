@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._array import add_at
 from tadiff.ops._gamma import polygamma_array
 from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
 
@@ -41,7 +42,7 @@ def keepdim_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None) -> tuple
 def _index_scatter(g: Any, key: Any, shape: tuple[int, ...]) -> np.ndarray:
     out = np.zeros(shape, np.result_type(g))
     if any(isinstance(k, np.ndarray) for k in key):
-        np.add.at(out, key, g)  # advanced indices may repeat: accumulate
+        add_at(out, key, g)  # advanced indices may repeat: accumulate
     else:
         out[key] = g  # basic indexing addresses each element at most once
     return out
@@ -56,7 +57,7 @@ def _full_index(index: np.ndarray, dim: int) -> tuple[Any, ...]:
 
 def _scatter_add_zeros(g: Any, dim: int, index: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     out = np.zeros(shape, np.result_type(g))
-    np.add.at(out, _full_index(index, dim), g)
+    add_at(out, _full_index(index, dim), g)
     return out
 
 

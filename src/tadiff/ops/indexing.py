@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._array import add_at
 from tadiff.errors import DTypeError, IndexingError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
@@ -104,7 +105,7 @@ def index_scatter(g: Tensor, key: Any, shape: tuple[int, ...]) -> Tensor:
     key, _ = normalize_key(key)
     g = as_tensor(g)
     out = np.zeros(shape, g.data.dtype)
-    np.add.at(out, key, g.data)
+    add_at(out, key, g.data)
     if g._rg and _state.enabled:
         return record(d.IndexScatterBackward0, out, (g,), (), (key,))
     return _make(out)
@@ -195,7 +196,7 @@ def scatter_add(x: Tensor, dim: int, index: Any, src: Any) -> Tensor:
                 f"scatter_add(): src shape {src.data.shape} != index shape {idx.shape}"
             )
     data = x.data.astype(np.result_type(x.data, src.data), copy=True)
-    np.add.at(data, _full_index(idx, ax), src.data)
+    add_at(data, _full_index(idx, ax), src.data)
     if (x._rg or src._rg) and _state.enabled:
         return record(d.ScatterAddBackward0, data, (x, src), (), (ax, idx))
     return _make(data)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._array import add_at
 from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
@@ -105,7 +106,7 @@ def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) ->
         )
     data = x.data.astype(np.result_type(x.data, source.data), copy=True)
     src = source.data if alpha == 1 else source.data * alpha
-    np.add.at(data, _along(x, ax, idx) if x.ndim else idx, src)
+    add_at(data, _along(x, ax, idx) if x.ndim else idx, src)
     if (x._rg or source._rg) and _state.enabled:
         return record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha))
     return _make(data)
