@@ -1,6 +1,8 @@
 """The ops beyond the primitive table: edge cases against torch, integer-valued functions,
 random factories and the errors they raise. (Differentiable cases are in ``op_cases.py``.)"""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -350,3 +352,32 @@ def test_index_add_refuses_indices_out_of_range_like_torch():
         for bad in ([-1], [3]):
             with pytest.raises(IndexError, match="index out of range"):
                 m.zeros(3).index_add(0, m.tensor(bad), m.ones(1))
+
+
+@pytest.mark.parametrize("mode", ["no grad needed", "under no_grad"])
+def test_index_add_in_place_without_recording_matches_torch(mode):
+    """Adds straight into the tensor's memory: a view's base sees it, the version counter moves
+    (a graph that saved the tensor refuses to run), and bad indices are refused in place too."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x0, src0 = rng.standard_normal((4, 3, 2)), rng.standard_normal((4, 5, 2))
+    index = np.array([0, 2, 2, 1, 0])
+    results = []
+    for m in (td, torch):
+        leaf = m.tensor(x0, requires_grad=mode == "under no_grad")
+        base = leaf.detach().clone()
+        view = base[1:]  # index_add_ on a view must reach its base
+        saved = m.tensor(x0[1:], requires_grad=True)
+        product = view * saved  # MulBackward0 saves view
+        with m.no_grad() if mode == "under no_grad" else contextlib.nullcontext():
+            out = view.index_add_(1, m.tensor(index), m.tensor(src0[1:]), alpha=0.5)
+            if mode == "under no_grad":
+                leaf.index_add_(0, m.tensor([3, 3]), m.tensor(src0[:2, :3]))
+        assert out is view
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            product.sum().backward()
+        with pytest.raises(IndexError, match="index out of range"):
+            view.index_add_(1, m.tensor([3]), m.ones(3, 1, 2, dtype=m.float64))
+        results.append((base.numpy().copy(), leaf.detach().numpy().copy()))
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-15, atol=1e-15)

@@ -19,14 +19,15 @@ from typing import Any
 import numpy as np
 
 from tadiff._array import add_at
-from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
+from tadiff.errors import AutogradError, DTypeError, IndexingError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
 from tadiff.ops._dual import _full_index
 from tadiff.ops.indexing import getitem, index_put, scatter_add
+from tadiff.ops.inplace import inplace_of
 from tadiff.ops.shape import broadcast_to
 
-__all__ = ["index_add", "index_copy", "index_fill", "masked_select", "scatter"]
+__all__ = ["index_add", "index_add_", "index_copy", "index_fill", "masked_select", "scatter"]
 
 
 def _index_1d(index: Any, what: str) -> np.ndarray:
@@ -96,6 +97,40 @@ def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) ->
         IndexingError: an index outside ``[0, size)`` (an IndexError, as torch's).
     """
     x = as_tensor(x, name="index_add() input")
+    ax, idx, source, src = _index_add_operands(x, dim, index, source, alpha)
+    data = x.data.astype(np.result_type(x.data, source.data), copy=True)
+    add_at(data, _along(x, ax, idx) if x.ndim else idx, src)
+    if (x._rg or source._rg) and _state.enabled:
+        return record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha))
+    return _make(data)
+
+
+def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Tensor:
+    """:func:`index_add` in place. When nothing is recorded (no grad needed, or under
+    ``no_grad``) the sum goes straight into ``x``'s memory, without the out-of-place copy:
+    a simulation step that scatters forces with it pays for the scatter alone."""
+    recorded = _state.enabled and (x._rg or (isinstance(source, Tensor) and source._rg))
+    if recorded or not isinstance(source, Tensor) or source.data.dtype != x.data.dtype:
+        return _index_add_recorded(x, dim, index, source, alpha=alpha)
+    ax, idx, source, src = _index_add_operands(x, dim, index, source, alpha)
+    if not x.data.flags.writeable:
+        raise AutogradError("index_add_: cannot write into this tensor's memory: it is read-only")
+    add_at(x.data, _along(x, ax, idx) if x.ndim else idx, src)
+    vc = x._vc
+    if vc is None:
+        vc = x._vc = [0]
+    vc[0] += 1
+    return x
+
+
+_index_add_recorded = inplace_of(index_add, "index_add_")
+
+
+def _index_add_operands(
+    x: Tensor, dim: int, index: Any, source: Any, alpha: float
+) -> tuple[int, np.ndarray, Tensor, np.ndarray]:
+    """``index_add``'s checked operands: the axis, the 1-d index, ``source`` as a Tensor and
+    the array to add (``alpha * source``)."""
     ax = norm_dim(dim, max(x.ndim, 1))
     idx = _index_1d(index, "index_add")
     source = _source(x, ax, idx, source, "index_add")
@@ -104,12 +139,8 @@ def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) ->
             f"index_add(): index out of range in self (indices {idx.min()}..{idx.max()} along "
             f"dim {dim} of size {x.shape[ax] if x.ndim else 1})"
         )
-    data = x.data.astype(np.result_type(x.data, source.data), copy=True)
     src = source.data if alpha == 1 else source.data * alpha
-    add_at(data, _along(x, ax, idx) if x.ndim else idx, src)
-    if (x._rg or source._rg) and _state.enabled:
-        return record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha))
-    return _make(data)
+    return ax, idx, source, src
 
 
 def index_fill(x: Any, dim: int, index: Any, value: Any) -> Tensor:

@@ -418,6 +418,7 @@ _METHODS: dict[str, Any] = {
     "ndimension": lambda x: x.data.ndim,
     "stride": _stride,
     # in place
+    "index_add_": scatter.index_add_,
     "add_": inplace.add_,
     "sub_": inplace.sub_,
     "mul_": inplace.mul_,
