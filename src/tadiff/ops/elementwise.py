@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._array import broadcast_apply
 from tadiff.autograd.factories import _default_dtype
 from tadiff.errors import DTypeError, InputError
 from tadiff.ops import derivatives as d
@@ -79,7 +80,8 @@ def add(a: Any, b: Any) -> Tensor:
                 return record(d.AddBackward0, out, (a, None), (), (a.data.shape, ()))
             return _make(out)
     try:
-        out = a.data + b.data
+        x, y = a.data, b.data
+        out = x + y if x.shape == y.shape else broadcast_apply(np.add, x, y)
     except ValueError:
         raise not_broadcastable("add", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
@@ -99,7 +101,8 @@ def sub(a: Any, b: Any) -> Tensor:
                 return record(d.SubBackward0, out, (a, None), (), (a.data.shape, ()))
             return _make(out)
     try:
-        out = a.data - b.data
+        x, y = a.data, b.data
+        out = x - y if x.shape == y.shape else broadcast_apply(np.subtract, x, y)
     except ValueError:
         raise not_broadcastable("sub", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
@@ -130,7 +133,8 @@ def mul(a: Any, b: Any) -> Tensor:
                 return record(d.MulScalarBackward0, out, (a, None), (), (b,))
             return _make(out)
     try:
-        out = a.data * b.data
+        x, y = a.data, b.data
+        out = x * y if x.shape == y.shape else broadcast_apply(np.multiply, x, y)
     except ValueError:
         raise not_broadcastable("mul", a, b) from None
     if (a._rg or b._rg) and _state.enabled:
@@ -150,7 +154,8 @@ def div(a: Any, b: Any) -> Tensor:
                 return record(d.DivScalarBackward0, out, (a, None), (), (b,))
             return _make(out)
     try:
-        out = _fix_dtype(a.data / b.data, a)
+        x, y = a.data, b.data
+        out = _fix_dtype(x / y if x.shape == y.shape else broadcast_apply(np.divide, x, y), a)
     except ValueError:
         raise not_broadcastable("div", a, b) from None
     if (a._rg or b._rg) and _state.enabled:

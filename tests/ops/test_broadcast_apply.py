@@ -1,0 +1,80 @@
+"""``tadiff._array.broadcast_apply``: binary ops on operands that broadcast across each other
+give exactly the plain ufunc's result, and the faster order is taken where it pays."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tadiff as td
+from tadiff._array import _operand_to_expand, broadcast_apply
+
+UFUNCS = [np.add, np.subtract, np.multiply, np.divide]
+
+
+@st.composite
+def _crossing_shapes(draw):
+    """Two shapes of one rank, each with ones where the other is longer, big enough (in
+    elements) for the fast path to be considered."""
+    ndim = draw(st.integers(2, 4))
+    full = draw(st.lists(st.integers(2, 12), min_size=ndim, max_size=ndim))
+    xs, ys = [], []
+    for n in full:
+        side = draw(st.sampled_from(["both", "x", "y"]))
+        xs.append(n if side in ("both", "x") else 1)
+        ys.append(n if side in ("both", "y") else 1)
+    scale = draw(st.integers(1, 40))  # stretch the first axis so the sizes pass the threshold
+    xs[0] *= scale if xs[0] > 1 else 1
+    ys[0] *= scale if ys[0] > 1 else 1
+    return tuple(xs), tuple(ys)
+
+
+def _values(rng, shape, dtype):
+    """Normal values with zeros of both signs, infinities and NaN mixed in."""
+    v = rng.standard_normal(shape).astype(dtype)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype)
+    mask = rng.random(shape) < 0.05
+    v[mask] = rng.choice(specials, mask.sum())
+    return v
+
+
+@settings(max_examples=150, deadline=None)
+@given(_crossing_shapes(), st.sampled_from(UFUNCS), st.sampled_from([np.float64, np.float32]))
+def test_broadcast_apply_is_the_ufunc_bit_for_bit(shapes, ufunc, dtype):
+    rng = np.random.default_rng(abs(hash(shapes)) % 2**32)
+    x, y = (_values(rng, s, dtype) for s in shapes)
+    with np.errstate(all="ignore"):
+        expected = ufunc(x, y)
+        got = broadcast_apply(ufunc, x, y)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))  # NaN, -0 too
+
+
+@pytest.mark.parametrize(
+    ("xs", "ys", "expected"),
+    [
+        ((1000, 1, 8), (1, 20, 8), True),  # k-means: points against centroids
+        ((1, 20, 8), (1000, 1, 8), False),
+        ((256, 1, 1, 4), (1, 8, 8, 4), True),
+        ((5000, 1), (1, 30), None),  # NumPy's loop already runs 30 long
+        ((1000, 20, 8), (1, 20, 8), None),  # one-sided: the plain loop is long
+        ((200, 1, 64), (1, 200, 64), None),  # a long common run
+        ((3, 1, 8), (4, 20, 8), None),  # does not broadcast: left to NumPy's error
+    ],
+)
+def test_the_faster_order_is_chosen_only_where_it_pays(xs, ys, expected):
+    assert _operand_to_expand(xs, ys) is expected
+    if expected is None:
+        return
+    rng = np.random.default_rng(1)
+    x, y = _values(rng, xs, np.float64), _values(rng, ys, np.float64)
+    for ufunc in UFUNCS:
+        with np.errstate(all="ignore"):
+            got, plain = broadcast_apply(ufunc, x, y), ufunc(x, y)
+        np.testing.assert_array_equal(got.view(np.uint8), plain.view(np.uint8))
+
+
+def test_tensor_ops_keep_broadcasting_errors():
+    with pytest.raises(RuntimeError, match="broadcast"):
+        td.ones(3, 1, 8) - td.ones(4, 20, 8)
