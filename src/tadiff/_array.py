@@ -204,7 +204,10 @@ def _operand_to_expand(xs: tuple[int, ...], ys: tuple[int, ...]) -> bool | None:
     """For :func:`broadcast_apply`: True to write ``x`` into the result first, False for
     ``y``, None where the plain ufunc is as fast (a long common run, one-sided broadcasting)
     or the shapes do not broadcast (the ufunc raises NumPy's error)."""
-    if len(xs) != len(ys) or len(xs) < 2:
+    if len(xs) != len(ys):  # NumPy pads the shorter shape with leading ones
+        ndim = max(len(xs), len(ys))
+        xs, ys = (1,) * (ndim - len(xs)) + xs, (1,) * (ndim - len(ys)) + ys
+    if len(xs) < 2:
         return None
     axis, run = len(xs) - 1, 1
     while axis >= 0 and xs[axis] == ys[axis]:

@@ -26,6 +26,9 @@ def _crossing_shapes(draw):
     scale = draw(st.integers(1, 40))  # stretch the first axis so the sizes pass the threshold
     xs[0] *= scale if xs[0] > 1 else 1
     ys[0] *= scale if ys[0] > 1 else 1
+    drop = draw(st.integers(0, ndim - 1))  # leading ones may be left out of one shape
+    if draw(st.booleans()) and all(n == 1 for n in ys[:drop]):
+        ys = ys[drop:]
     return tuple(xs), tuple(ys)
 
 
@@ -56,6 +59,8 @@ def test_broadcast_apply_is_the_ufunc_bit_for_bit(shapes, ufunc, dtype):
     [
         ((1000, 1, 8), (1, 20, 8), True),  # k-means: points against centroids
         ((1, 20, 8), (1000, 1, 8), False),
+        ((1000, 1, 8), (20, 8), True),  # the mixture model: fewer dims on one side
+        ((20, 8), (1000, 1, 8), False),
         ((256, 1, 1, 4), (1, 8, 8, 4), True),
         ((5000, 1), (1, 30), None),  # NumPy's loop already runs 30 long
         ((1000, 20, 8), (1, 20, 8), None),  # one-sided: the plain loop is long
