@@ -77,3 +77,16 @@ def test_the_benchmark_figures_are_drawn_from_the_recorded_tables(tmp_path):
         check=True, timeout=300,
     )  # fmt: skip
     assert {p.name for p in tmp_path.glob("*.png")} == shown
+
+
+def test_no_code_fence_carries_text_after_it():
+    """A closing fence followed by prose (```` ``` Returned ...````) does not close the block:
+    Markdown then renders every later heading of the page as code, with no anchor to link to."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    bad = [
+        f"{page.name}:{number}: {line.strip()}"
+        for page in pages
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if re.match(r"\s*```\s+\S", line)
+    ]
+    assert not bad, "fences with text after them:\n" + "\n".join(bad)
