@@ -381,3 +381,26 @@ def test_index_add_in_place_without_recording_matches_torch(mode):
         results.append((base.numpy().copy(), leaf.detach().numpy().copy()))
     for ours, theirs in zip(*results, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize("base_shape", [(), (3,), (2, 3)])
+@pytest.mark.parametrize("exponent", ["number", "0-d tensor", "1-element tensor"])
+def test_pow_one_half_at_minus_infinity_and_minus_zero_matches_torch(base_shape, exponent):
+    """torch takes ``sqrt`` for the number 0.5 (NaN at -inf, -0 at -0) and C's ``pow`` for a
+    tensor exponent (+inf, +0); NumPy would take ``sqrt`` for any 0-d exponent."""
+    torch = pytest.importorskip("torch")
+    values = np.resize([-np.inf, -0.0, 4.0], base_shape) if base_shape else np.array(-np.inf)
+    results = []
+    for m in (td, torch):
+        base = m.tensor(values, dtype=m.float64)
+        power = {
+            "number": 0.5,
+            "0-d tensor": m.tensor(0.5, dtype=m.float64),
+            "1-element tensor": m.tensor([0.5], dtype=m.float64),
+        }[exponent]
+        results.append(np.asarray(m.pow(base, power).numpy()))
+    ours, theirs = results
+    assert ours.shape == theirs.shape
+    np.testing.assert_array_equal(ours, theirs)  # NaN where torch has NaN
+    numbers = ~np.isnan(theirs)  # a NaN's sign bit carries no meaning (x86 sets it)
+    np.testing.assert_array_equal(np.signbit(ours[numbers]), np.signbit(theirs[numbers]))

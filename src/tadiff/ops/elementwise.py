@@ -180,7 +180,7 @@ def pow(a: Any, b: Any) -> Tensor:
         return rpow(b, a) if isinstance(b, Tensor) else pow(as_tensor(a), b)
     b = _operand(b, a)
     try:
-        out = a.data ** (b.data if isinstance(b, Tensor) else b)
+        out = a.data**b if not isinstance(b, Tensor) else _tensor_power(a.data, b.data)
     except ValueError as exc:
         if isinstance(b, Tensor) and np.shape(a.data) != np.shape(b.data):
             raise not_broadcastable("pow", a, b) from None
@@ -192,6 +192,22 @@ def pow(a: Any, b: Any) -> Tensor:
     if a._rg and _state.enabled:
         return record(d.PowBackward0, out, (a,), INPUTS, (b,))
     return _make(out)
+
+
+def _tensor_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x ** y`` for a Tensor exponent, with C's ``pow`` at every element as torch computes it.
+
+    NumPy takes a shortcut for an exponent of ``0.5`` that is a scalar, 0-d or broadcast
+    along the loop: ``sqrt``, where ``(-inf) ** 0.5`` is NaN and ``(-0.0) ** 0.5`` is
+    ``-0.0``. torch does that for a Python number only (tadiff too); a tensor exponent gets
+    ``pow`` (``+inf``, ``+0.0``). The other shortcuts (0, 1, 2, -1) agree with ``pow``.
+    """
+    if y.size == 1 and y.dtype.kind == "f" and y.reshape(()) == 0.5:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+        loop = shape or (1,)  # 0-d operands would be scalars again
+        base, exponent = np.broadcast_to(x, loop), np.full(loop, y.reshape(()), y.dtype)
+        return np.power(base, exponent).reshape(shape)
+    return x**y
 
 
 def rpow(a: Tensor, b: Any) -> Tensor:
