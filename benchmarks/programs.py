@@ -55,6 +55,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _measure import peak_mib  # noqa: E402
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "examples" / "pytorch_programs"
 MIN_SECONDS = 0.02  # each timing lasts at least this long
@@ -160,29 +161,13 @@ def time_pair(workers: dict[str, _Worker], mode: str, repeats: int) -> dict[str,
     return medians
 
 
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise OSError(f"no {field} in /proc/self/status")
-
-
 def _memory_child(name: str, backend: str, dtype: str, mode: str) -> float:
-    """Run in a fresh process: MiB of resident memory the calls add at their peak.
-
-    Linux resets the high-water mark of resident memory when ``5`` is written to
-    ``/proc/self/clear_refs``, so the peak of three calls is measured from the resident size
-    just before them (inputs made, the library loaded).
-    """
+    """Run in a fresh process: MiB of resident memory three calls add at their peak, from the
+    resident size just before them (inputs made, the library loaded, one call made)."""
     _one_thread(backend)
     program = _alias().load_program(PROGRAMS / f"{name}.py", backend)
     inputs = program.make_inputs("bench", dtype)
-    getattr(program, mode)(inputs)  # first-call caches are not the program's memory
-    before = _status_kib("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")
-    for _ in range(3):
-        getattr(program, mode)(inputs)
-    return max(0, _status_kib("VmHWM") - before) / 1024
+    return peak_mib(lambda: getattr(program, mode)(inputs))
 
 
 def peak_memory(name: str, backend: str, dtype: str, mode: str) -> float:

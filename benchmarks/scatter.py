@@ -26,12 +26,11 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _measure import median_ms, peak_mib
 
 SIZES = [(1000, 16, 5000), (10000, 64, 50000), (100, 8, 200000)]  # (rows, cols, n)
 WORKLOADS = ("gather", "index_add", "scatter_add")
@@ -66,33 +65,9 @@ def _case(method: str, workload: str, size: tuple[int, int, int], dtype: str) ->
     return calls[workload]
 
 
-def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise OSError(f"no {field} in /proc/self/status")
-
-
 def _memory_child(method: str, workload: str, size: list[int], dtype: str) -> float:
-    """In a fresh process: MiB the calls add to the resident size at their peak (Linux resets
-    the high-water mark when ``5`` is written to ``/proc/self/clear_refs``)."""
-    fn = _case(method, workload, tuple(size), dtype)
-    fn()
-    before = _status_kib("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")
-    for _ in range(3):
-        fn()
-    return max(0, _status_kib("VmHWM") - before) / 1024
+    """In a fresh process: MiB the calls of one case add to the resident size at their peak."""
+    return peak_mib(_case(method, workload, tuple(size), dtype))
 
 
 def _peak_mib(method: str, workload: str, size: tuple[int, int, int], dtype: str) -> float:
@@ -137,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                     times = {m: [] for m in METHODS}
                     for _ in range(3):  # interleaved rounds: load drifts hit every method
                         for m, fn in cases.items():
-                            times[m].append(_median_ms(fn, args.repeats))
+                            times[m].append(median_ms(fn, args.repeats))
                     ms = {m: statistics.median(t) for m, t in times.items()}
                     peaks = (
                         "—"
