@@ -376,6 +376,11 @@ def test_index_add_in_place_without_recording_matches_torch(mode):
         assert out is view
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             product.sum().backward()
+        with m.no_grad():
+            leaf_view = leaf[0] if mode == "under no_grad" else None
+        if leaf_view is not None:  # made under no_grad from a leaf requiring grad
+            with pytest.raises(RuntimeError, match="no_grad mode"):
+                leaf_view.index_add_(0, m.tensor([0]), m.ones(1, 2, dtype=m.float64))
         with pytest.raises(IndexError, match="index out of range"):
             view.index_add_(1, m.tensor([3]), m.ones(3, 1, 2, dtype=m.float64))
         results.append((base.numpy().copy(), leaf.detach().numpy().copy()))

@@ -110,7 +110,10 @@ def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1
     ``no_grad``) the sum goes straight into ``x``'s memory, without the out-of-place copy:
     a simulation step that scatters forces with it pays for the scatter alone."""
     recorded = _state.enabled and (x._rg or (isinstance(source, Tensor) and source._rg))
-    if recorded or not isinstance(source, Tensor) or source.data.dtype != x.data.dtype:
+    # a view under grad mode takes the general path too: it refuses views of leaves that
+    # require grad and views made under no_grad, as torch does
+    view = _state.enabled and x._meta is not None and x._meta.view_base is not None
+    if recorded or view or not isinstance(source, Tensor) or source.data.dtype != x.data.dtype:
         return _index_add_recorded(x, dim, index, source, alpha=alpha)
     ax, idx, source, src = _index_add_operands(x, dim, index, source, alpha)
     if not x.data.flags.writeable:
