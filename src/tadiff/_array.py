@@ -127,7 +127,10 @@ def _scatter_form(shape: tuple[int, ...], key: tuple) -> tuple[tuple[int, ...], 
     for any other key."""
     arrays = [k for k in key if type(k) is np.ndarray and k.dtype.kind in "iu"]
     if len(arrays) == len(key) == len(shape):
-        return np.broadcast_shapes(*(k.shape for k in arrays)), None
+        try:
+            return np.broadcast_shapes(*(k.shape for k in arrays)), None
+        except ValueError:
+            return None  # np.add.at raises its own error for index arrays that do not broadcast
     if len(arrays) != 1 or arrays[0].ndim != 1:
         return None
     axis = next(i for i, k in enumerate(key) if k is arrays[0])
