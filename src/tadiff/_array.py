@@ -179,7 +179,7 @@ def broadcast_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray
     operand broadcast along the innermost differing axis is first written into the result (a
     copy, which NumPy does in long runs), and the op then runs in place against the other
     operand, whose run now spans the last two axes (160). Each result element is the same
-    single operation of the same two values, so the result is bit for bit ``ufunc(x, y)``.
+    single operation of the same two values, so the result is exactly ``ufunc(x, y)``.
 
     Args:
         ufunc: a binary ufunc (``np.add``, ``np.subtract``, ``np.multiply``, ``np.divide``).

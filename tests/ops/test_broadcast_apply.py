@@ -41,6 +41,15 @@ def _values(rng, shape, dtype):
     return v
 
 
+def _assert_same_numbers(got, expected):
+    """Equal values, NaN at the same places, zeros of the same sign. Exact equality holds:
+    each element is one IEEE operation (correctly rounded) on the same two values, whichever
+    loop runs it; NaN payloads are left out, as hardware may pick them differently."""
+    np.testing.assert_array_equal(got, expected)
+    numbers = ~np.isnan(expected)
+    np.testing.assert_array_equal(np.signbit(got[numbers]), np.signbit(expected[numbers]))
+
+
 @settings(max_examples=150, deadline=None)
 @given(_crossing_shapes(), st.sampled_from(UFUNCS), st.sampled_from([np.float64, np.float32]))
 def test_broadcast_apply_is_the_ufunc_bit_for_bit(shapes, ufunc, dtype):
@@ -51,7 +60,7 @@ def test_broadcast_apply_is_the_ufunc_bit_for_bit(shapes, ufunc, dtype):
         got = broadcast_apply(ufunc, x, y)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert got.flags.c_contiguous
-    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))  # NaN, -0 too
+    _assert_same_numbers(got, expected)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +86,7 @@ def test_the_faster_order_is_chosen_only_where_it_pays(xs, ys, expected):
     for ufunc in UFUNCS:
         with np.errstate(all="ignore"):
             got, plain = broadcast_apply(ufunc, x, y), ufunc(x, y)
-        np.testing.assert_array_equal(got.view(np.uint8), plain.view(np.uint8))
+        _assert_same_numbers(got, plain)
 
 
 def test_tensor_ops_keep_broadcasting_errors():
