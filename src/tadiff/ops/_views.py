@@ -73,7 +73,7 @@ def _offsets(start: int, shape: tuple[int, ...], steps: list[int]) -> np.ndarray
         offsets = line if offsets is None else offsets + line
     if offsets is None:
         return np.full(shape, start, np.int64)
-    return np.broadcast_to(offsets, shape).copy() if offsets.shape != shape else offsets
+    return offsets.reshape(shape)  # only the skipped axes of length 1 are missing
 
 
 def _address(a: np.ndarray) -> int:

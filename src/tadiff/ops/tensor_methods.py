@@ -375,7 +375,6 @@ _METHODS: dict[str, Any] = {
             "addcdiv": pointwise.addcdiv,
             "scatter": scatter.scatter,
             "scatter_add": indexing.scatter_add,
-            "index_add": scatter.index_add,
             "index_fill": scatter.index_fill,
             "index_copy": scatter.index_copy,
             "nan_to_num": pointwise.nan_to_num,
