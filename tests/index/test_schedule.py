@@ -329,32 +329,48 @@ def test_numpy_lowering_stays_under_the_memory_budget():
 
 
 def test_derivatives_sharing_their_loops_are_one_nest():
-    # d/db and d/dv of the kernel sum both need exp(-|a_i - b_j|**2) for every pair (j, i):
-    # one pass over the pairs computes both, the exponential once
+    # d/da, d/db and d/dv of the kernel sum all need exp(-|a_i - b_j|**2) for every pair:
+    # one pass over the pairs computes the three, the exponential once; the one summed over
+    # the parallel loop adds into a copy per thread, and da and db share their loop over q
     from tadiff.index.compile.schedule import plan_gradients
 
     f = define(CORPUS[0][0])
     shapes = {"a": (300, 4), "b": (200, 4), "v": (200,), "dout": (300,)}
     plan = plan_gradients(f, ("a", "b", "v"), shapes, np.float32, {"out": (f, (300,))})
     ((members, nest),) = plan.fused
-    assert {w for w, _ in members} == {"b", "v"}
+    assert {w for w, _ in members} == {"a", "b", "v"}
     apart = sum(plan.programs[w].stages[k].nest.cost for w, k in members)
-    assert nest.cost < 0.75 * apart
-    assert nest.text().count("exp(") == 1
+    assert nest.cost < 0.5 * apart
+    text = nest.text()
+    assert text.count("exp(") == 1
+    assert len(nest.private) == 1 and "per thread" in text
+    assert text.count("sub(") == 2  # once in the distance, once for both da and db
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_fused_gradients_through_the_engine_match_the_interpreter(dtype):
+def test_fused_gradients_through_the_engine_match_the_interpreter(dtype, threads):
+    # compiled by Numba, on one thread and on two (each thread adds into its own copy of the
+    # output summed over the parallel loop; the copies are added up after)
     pytest.importorskip("numba")
     import tadiff as td
+    from tadiff.index.compile.schedule import plan_gradients
 
     f = define(CORPUS[0][0]).using("numba")
     rng = np.random.default_rng(6)
     arrays = {"a": rng.normal(size=(7, 3)), "b": rng.normal(size=(5, 3)), "v": rng.normal(size=5)}
+    shapes = {**{k: v.shape for k, v in arrays.items()}, "dout": (7,)}
+    plan = plan_gradients(f, f.args, shapes, dtype, {"out": (f, (7,))})
+    assert any(nest.private for _, nest in plan.fused)
     tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
     y = f(**tensors)
     g = rng.normal(size=y.shape)
-    y.backward(td.tensor(g.astype(dtype)))
+    before = td.get_num_threads()
+    td.set_num_threads(threads)
+    try:
+        y.backward(td.tensor(g.astype(dtype)))
+    finally:
+        td.set_num_threads(before)
     tol = 1e-12 if dtype == np.float64 else 2e-5
     for name, t in tensors.items():
         expected = f.grad(name).reference(**arrays, dout=g)
@@ -455,9 +471,10 @@ def test_loops_in_strips_compiled_by_numba(dtype):
 
 
 def _check_fused(f, shapes, rng) -> int:
-    """Fuse every pair of ``f``'s one-stage derivatives that share an outer loop, in every pair
-    of their loop orders (not only the pairs the cost model takes), run each nest as Python
-    loops and compare with the interpreter; returns how many nests ran."""
+    """Fuse every pair and triple of ``f``'s one-stage derivatives that share an outer loop, in
+    every combination of their loop orders (not only those the cost model takes), run each nest
+    as Python loops (private outputs in two copies) and compare with the interpreter; returns
+    how many nests ran."""
     import itertools
 
     from tadiff.index.compile.loops import Part, build_fused_nest, loop_orders, shared_prefix
@@ -476,15 +493,16 @@ def _check_fused(f, shapes, rng) -> int:
             all_shapes.update(program.shapes)
             params.update(stage.fn._params({a: program.shapes[a] for a in stage.fn.args}))
     ran = 0
-    for a, b in itertools.combinations(stages, 2):
-        pair = (stages[a], stages[b])
+    groups = [*itertools.combinations(stages, 2), *itertools.combinations(stages, 3)]
+    for names in groups:
+        pair = [stages[w] for w in names]
         options = [
             [Part(s.fn.body, s.fn.out_name, s.fn.out_vars, s.out_shape, o)
              for o in loop_orders(s.fn.body, s.fn.out_vars)]
             for s in pair
         ]  # fmt: skip
         for parts in itertools.product(*options):
-            if shared_prefix(parts) < 1:
+            if shared_prefix(parts, params) < 1:
                 continue
             nest = build_fused_nest(parts, params)
             fns = [s.fn for s in pair]
@@ -492,7 +510,7 @@ def _check_fused(f, shapes, rng) -> int:
                 fns, nest, all_shapes, np.float64, [s.out_shape for s in pair], python=True
             )
             got = run(inputs)
-            for w, s in zip((a, b), pair, strict=True):
+            for w, s in zip(names, pair, strict=True):
                 expected = f.grad(w).reference(**arrays, **{f.grad_name: dy})
                 np.testing.assert_allclose(
                     got[s.fn.out_name],

@@ -142,6 +142,10 @@ class Loop:
     A loop split into *phases* (:func:`strip_mine`) runs its range in strips of ``width``
     values: each phase is a loop over the strip, and the values a later phase uses from an
     earlier one (``carried``) pass through a buffer of ``width`` elements.
+
+    A parallel loop with ``private`` arrays sums over its variable into them: its range is cut
+    into one contiguous chunk per thread, each chunk adds into its own copy of those arrays, and
+    the copies are added up after the loop (no two threads write the same element).
     """
 
     var: str
@@ -153,6 +157,7 @@ class Loop:
     phases: list | None = None
     carried: tuple[str, ...] = ()
     width: int = 0
+    private: tuple[str, ...] = ()
 
 
 @dataclass
@@ -200,6 +205,8 @@ class Nest:
         peak: the most iterations of one block (what a vectorized evaluation materializes).
         zero_fill: whether the output must be zero-filled before the nest runs (it
             accumulates, or a delta leaves most of it zero).
+        private: the outputs summed over the parallel loop, one copy per thread (see
+            :class:`Loop`).
     """
 
     body: list
@@ -212,6 +219,7 @@ class Nest:
     placed: list
     peak: float = 1.0
     zero_fill: bool = False
+    private: tuple[str, ...] = ()
 
     @property
     def cost(self) -> float:
@@ -243,6 +251,8 @@ def _text(block: list, indent: str, lines: list[str]) -> None:
     for s in block:
         if isinstance(s, Loop):
             par = " (parallel)" if s.parallel else ""
+            if s.private:
+                par = f" (parallel; a copy of {', '.join(s.private)} per thread, added up after)"
             head = f"{indent}for {s.var} in {_bounds_text(s.lower, True)}.."
             head += f"{_bounds_text(s.upper, False)}{par}"
             if s.phases is None:
@@ -687,41 +697,53 @@ class Part:
 
 
 def loop_orders(body: Node, out_vars: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """The root orders of :func:`root_orders` and, where the body is a sum, the order with every
-    output index first and the sums after them (as a loop of the nest rather than of the value,
-    so that another output can share it)."""
+    """The root orders of :func:`root_orders` and, where the body is a sum, two more that let
+    another output share the sum's loops (see :func:`build_fused_nest`): every output index
+    first and the sums after them, and the sums first, before every output index (the order of
+    a scatter: ``db[j, q] += ...`` inside a loop over ``i``, so that ``da[i, q]``, summed over
+    ``j``, can come from the same pairs)."""
     orders = root_orders(body, out_vars)
     found = _root_chain(body)
     if found is not None and out_vars:
-        names = tuple(s.var for s in found[2])
-        full = (*out_vars, *names)
+        chain = found[2]
+        names = tuple(s.var for s in chain)
         if not set(names) & set(out_vars) and len(set(names)) == len(names):
-            orders.append(full)
+            orders.append((*out_vars, *names))
+            bound_vars = {v for s in chain for b in (*s.lower, *s.upper) for v in b.variables}
+            if not bound_vars & set(out_vars):
+                orders.append((*names, *out_vars))
     return orders
 
 
-def _loop_key(part: Part, var: str) -> tuple:
-    """What a loop of ``part`` iterates over: an output index's size, or a sum's bounds."""
+def _loop_key(part: Part, var: str, params: Mapping[str, int]) -> tuple:
+    """What a loop of ``part`` iterates over: the integer range of an output index or of a sum
+    whose bounds are sizes, else the sum's bounds as written."""
     if var in part.out_vars:
-        return ("out", part.out_shape[part.out_vars.index(var)])
+        return ("range", 0, part.out_shape[part.out_vars.index(var)] - 1)
     chain = _root_chain(part.body)
     s = next(s for s in chain[2] if s.var == var)
+    bounds = (*s.lower, *s.upper)
+    if len(s.lower) == len(s.upper) == 1 and all(v in params for b in bounds for v in b.variables):
+        lo, hi = (_at(b, params) for b in bounds)
+        if lo == int(lo) and hi == int(hi):
+            return ("range", int(lo), int(hi))
     return ("sum", s.lower, s.upper)
 
 
-def shared_prefix(parts: Sequence[Part]) -> int:
-    """How many outer loops the parts share (same variable, same range); the first must be an
-    output index of every part, so that threads write disjoint rows."""
+def shared_prefix(parts: Sequence[Part], params: Mapping[str, int]) -> int:
+    """How many outer loops the parts share (same variable, same range). The first must be an
+    output index of at least one part: the threads split it, and a part that sums over it adds
+    into a copy of its own per thread (``private`` in :class:`Loop`)."""
     n = 0
     first = parts[0]
     while all(n < len(p.order) for p in parts):
         var = first.order[n]
         if any(p.order[n] != var for p in parts):
             break
-        if n == 0 and any(var not in p.out_vars for p in parts):
+        if n == 0 and all(var not in p.out_vars for p in parts):
             break
-        key = _loop_key(first, var)
-        if any(_loop_key(p, var) != key for p in parts[1:]):
+        key = _loop_key(first, var, params)
+        if any(_loop_key(p, var, params) != key for p in parts[1:]):
             break
         n += 1
     return n
@@ -734,12 +756,12 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
 
     An output whose indices and sums all lie in the shared loops adds into an accumulator
     written after its sums; any other adds into its (zero-filled) array inside its own remaining
-    loops.
+    loops. An output that sums over the outermost (parallel) loop is private to each thread.
     """
     sizes = {size_param(p.out_name, d): n for p in parts for d, n in enumerate(p.out_shape)}
     b = NestBuilder({**params, **sizes})
     first = parts[0]
-    shared = first.order[: shared_prefix(parts)]
+    shared = first.order[: shared_prefix(parts, params)]
     chain0 = _root_chain(first.body)
     sums0 = {s.var: s for s in chain0[2]} if chain0 else {}
     opened = []
@@ -750,8 +772,16 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
         else:
             bounds = (sums0[var].lower, sums0[var].upper)
         opened.append(b.open_loop(var, *bounds, len(b.chain) - 1, parallel=position == 0))
+    private = tuple(p.out_name for p in parts if shared and shared[0] not in p.out_vars)
+    if private:
+        opened[0][0].private = private
+        # each thread's copy is zero-filled, then read once more when the copies are added
+        b.stores += _PRIVATE_COPIES * sum(
+            math.prod(p.out_shape) for p in parts if p.out_name in private
+        )
     pending: dict[int, list[Store]] = {}
     zero = False
+    later: dict[tuple, list] = {}  # (first remaining loop, its range) -> the parts with it
     for p in parts:
         chain = _root_chain(p.body)
         if chain and not all(s.var in p.order for s in chain[2]):
@@ -775,18 +805,27 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
             b.store(p.out_name, indices, b.value(term), accumulate=bool(chain))
             zero |= bool(chain)
             continue
-        inner_opened = []
-        sums = {s.var: s for s in chain[2]} if chain else {}
-        for var in rest_order:
-            if var in sums:
-                bounds = (sums[var].lower, sums[var].upper)
-            else:
-                d = p.out_vars.index(var)
-                bounds = ((Affine.constant(0),), (Affine.variable(size_param(p.out_name, d)) - 1,))
-            inner_opened.append(b.open_loop(var, *bounds, len(b.chain) - 1))
-        b.store(p.out_name, indices, b.value(term), accumulate=bool(chain))
-        zero |= bool(chain)
-        for loop, *saved in reversed(inner_opened):
+        key = (rest_order[0], _loop_key(p, rest_order[0], b.params))
+        later.setdefault(key, []).append((p, chain, term, rest_order, indices))
+    for members in later.values():
+        # parts whose remaining loops start alike share that loop too: a value they both need
+        # (a kernel's difference a[i, q] - b[j, q], in da and in db) is computed once
+        common = []
+        if len(members) > 1:
+            p, chain, _, rest_order, _ = members[0]
+            common.append(
+                b.open_loop(rest_order[0], *_bounds(p, chain, rest_order[0]), len(b.chain) - 1)
+            )
+        for p, chain, term, rest_order, indices in members:
+            own = [
+                b.open_loop(var, *_bounds(p, chain, var), len(b.chain) - 1)
+                for var in rest_order[len(common) :]
+            ]
+            b.store(p.out_name, indices, b.value(term), accumulate=bool(chain))
+            zero |= bool(chain)
+            for loop, *saved in reversed(own):
+                b.close_loop(loop, *saved)
+        for loop, *saved in common:
             b.close_loop(loop, *saved)
     for depth in range(len(opened), 0, -1):
         loop, *saved = opened[depth - 1]
@@ -805,7 +844,22 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
         b.placed,
         b.peak,
         zero_fill=zero,
+        private=private,
     )
+
+
+def _bounds(part: Part, chain, var: str) -> tuple[tuple[Affine, ...], tuple[Affine, ...]]:
+    """The bounds of ``part``'s loop over ``var``: a sum's, or its output axis'."""
+    for s in chain[2] if chain else ():
+        if s.var == var:
+            return s.lower, s.upper
+    d = part.out_vars.index(var)
+    return (Affine.constant(0),), (Affine.variable(size_param(part.out_name, d)) - 1,)
+
+
+_PRIVATE_COPIES = 2
+"""Thread copies of a private output the cost estimate charges for (its zero fill and the sum
+after the loop): the machines this is tuned on run two to a few threads."""
 
 
 # -- strips: a transcendental function after an inner sum, vectorized across the outer loop -------

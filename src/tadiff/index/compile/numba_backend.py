@@ -175,6 +175,7 @@ class _Printer(SourceEmitter):
     def __init__(self, outputs: dict[str, str]):
         super().__init__()
         self.outputs = outputs  # array name -> its parameter in the kernel
+        self.chunk: dict[str, str] = {}  # private array -> the variable of its thread's copy
 
     def param_ref(self, name: str) -> str:
         return f"prm[{self.param_slot(name)}]"
@@ -245,9 +246,12 @@ class _Printer(SourceEmitter):
                 lines.append(f"{indent}{s.name} = {s.value}")
             elif isinstance(s, Store):
                 op = "+=" if s.accumulate else "="
-                lines.append(
-                    f"{indent}{self.array(s.array)}[{self.index(s.indices)}] {op} {s.value}"
-                )
+                index = self.index(s.indices)
+                if s.array in self.chunk:
+                    index = f"{self.chunk[s.array]}, {index}"
+                lines.append(f"{indent}{self.array(s.array)}[{index}] {op} {s.value}")
+            elif isinstance(s, Loop) and s.private:
+                self.chunked(s, indent, lines)
             elif isinstance(s, Loop) and s.phases is not None:
                 self.phased(s, indent, lines)
             elif isinstance(s, Loop):
@@ -262,6 +266,23 @@ class _Printer(SourceEmitter):
                 self.block(s.then, indent + "    ", lines)
                 lines.append(f"{indent}else:")
                 self.block(s.other, indent + "    ", lines)
+
+    def chunked(self, s: Loop, indent: str, lines: list[str]) -> None:
+        """A parallel loop that sums into private arrays: one contiguous chunk of its range per
+        copy (the copies are the arrays' first axis, one per thread, added up by the caller)."""
+        tag = s.var
+        copies = f"{self.array(s.private[0])}.shape[0]"
+        lines.append(f"{indent}lo_{tag} = {self.bound(s.lower, True)}")
+        lines.append(f"{indent}n_{tag} = max({self.bound(s.upper, False)} + 1 - lo_{tag}, 0)")
+        lines.append(f"{indent}for c_{tag} in numba.prange({copies}):")
+        inner = indent + "    "
+        first = f"lo_{tag} + c_{tag} * n_{tag} // {copies}"
+        end = f"lo_{tag} + (c_{tag} + 1) * n_{tag} // {copies}"
+        lines.append(f"{inner}for {s.var} in range({first}, {end}):")
+        self.chunk.update({name: f"c_{tag}" for name in s.private})
+        self.block(s.body, inner + "    ", lines)
+        for name in s.private:
+            del self.chunk[name]
 
     def phased(self, s: Loop, indent: str, lines: list[str]) -> None:
         """A loop in strips of ``s.width``: each phase loops over the strip, the values it
@@ -391,10 +412,17 @@ def lower_numba_fused(
     dtype = np.dtype(dtype)
     fill = np.zeros if nest.zero_fill else np.empty
 
+    private = [fn.out_name in nest.private for fn in fns]
+
     def run(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        outs = [fill(shape or (1,), dtype=dtype) for shape in out_shapes]
         if any(0 in shape for shape in out_shapes):
             return {fn.out_name: np.zeros(s, dtype) for fn, s in zip(fns, out_shapes, strict=True)}
+        # as Python: two copies, so that tests run the chunks and the sum of the copies
+        copies = 2 if python else _threads()
+        outs = [
+            np.zeros((copies, *(shape or (1,))), dtype) if own else fill(shape or (1,), dtype)
+            for shape, own in zip(out_shapes, private, strict=True)
+        ]
         args = [
             np.ascontiguousarray(arrays[a], dtype=dtype).reshape(arrays[a].shape or (1,))
             for a in inputs
@@ -403,13 +431,12 @@ def lower_numba_fused(
             with np.errstate(all="ignore"):
                 compiled(*outs, prm, *args)
         elif compiled.signatures:
-            _threads()
             compiled(*outs, prm, *args)
         else:
-            _threads()
             start = time.perf_counter()
             compiled(*outs, prm, *args)
             record_jit(time.perf_counter() - start)
+        outs = [o.sum(axis=0) if own else o for o, own in zip(outs, private, strict=True)]
         return {fn.out_name: o.reshape(s) for fn, o, s in zip(fns, outs, out_shapes, strict=True)}
 
     run.source = src
@@ -497,8 +524,9 @@ def lower_numba(fn, nest: Nest, shapes: Mapping[str, tuple[int, ...]], dtype, ou
     return Kernel("numba", run, out_shape, dtype, src)
 
 
-def _threads() -> None:
-    """Numba's threads follow ``td.set_num_threads`` (at most what numba started with)."""
+def _threads() -> int:
+    """Numba's threads follow ``td.set_num_threads`` (at most what numba started with); returns
+    how many it runs."""
     import numba
 
     from tadiff.parallel import get_num_threads
@@ -506,3 +534,4 @@ def _threads() -> None:
     wanted = max(1, min(get_num_threads(), numba.config.NUMBA_NUM_THREADS))
     if numba.get_num_threads() != wanted:
         numba.set_num_threads(wanted)
+    return wanted

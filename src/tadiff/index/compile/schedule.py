@@ -432,7 +432,12 @@ class Gradients:
         lines = []
         for members, nest in self.fused:
             names = ", ".join(self.programs[w].stages[k].fn.out_name for w, k in members)
+            apart = sum(self.programs[w].stages[k].nest.cost for w, k in members)
             lines.append(f"fused: {names} in one nest (loops {', '.join(nest.order)})")
+            lines.append(
+                f"  estimated {_human(nest.ops)} operations, {_human(nest.loads)} loads, "
+                f"{_human(nest.stores)} stores ({nest.cost / apart:.0%} of the stages apart)"
+            )
             lines += ["  | " + line for line in nest.text().splitlines()]
         return "\n".join(lines)
 
@@ -446,8 +451,9 @@ def plan_gradients(
 ) -> Gradients:
     """The programs of ``fn``'s derivatives with respect to ``wrts`` (each reading ``known``),
     and the groups of their stages that share outer loops, planned as one nest each where the
-    estimate drops by a sixth (the RBF kernel sum's ``db`` and ``dv`` both need each pair's
-    exponential: one pass instead of two).
+    estimate drops by a sixth: the RBF kernel sum's ``da``, ``db`` and ``dv`` all need each
+    pair's exponential, so one pass over the pairs computes all three (``da`` row by row,
+    ``db`` and ``dv`` summed over the rows into a copy per thread) instead of three passes.
 
     Only stages that read no temporary are fused (they can run first, in any order); the nests
     are for the loop backends (Numba), the others run the programs as they are.
@@ -471,41 +477,55 @@ def plan_gradients(
     for a in candidates:
         if a in used:
             continue
-        best = None
-        for b in candidates:
-            if b == a or b in used:
-                continue
-            found = _fuse([programs[a[0]], programs[b[0]]], [a[1], b[1]])
-            if found is not None and (best is None or found[1].cost < best[1][1].cost):
-                best = (b, found)
-        if best is None:
+        group: list[tuple[str, int]] = [a]
+        chosen: list | None = None  # the group's parts and nest so far
+        while True:  # grow the group by the stage that gains most, while one gains
+            best = None
+            for b in candidates:
+                if b in used or b in group:
+                    continue
+                found = _fuse(programs, group, b, chosen)
+                if found is not None and (best is None or found[1].cost < best[1][1].cost):
+                    best = (b, found)
+            if best is None:
+                break
+            group.append(best[0])
+            chosen = best[1]
+        if chosen is None:
             continue
-        b, (_, nest) = best
-        group = [a, b]
         used.update(group)
-        fused.append((group, nest))
+        fused.append((group, chosen[1]))
     return Gradients(programs, fused)
 
 
-def _fuse(programs: list[Program], indices: list[int]):
-    """The cheapest nest computing the given stages together, if it beats them apart by 1/6."""
+def _fuse(programs: Mapping[str, Program], group: list, new: tuple[str, int], chosen):
+    """The cheapest nest computing the stages of ``group`` and stage ``new`` together, as
+    ``(parts, nest)``, if it beats computing ``new`` apart by a sixth of the total. ``chosen``
+    is the group's own ``(parts, nest)`` when it is already fused: its loop orders stay, only
+    the new stage's are tried (the first pair tries every pair of orders)."""
     from tadiff.index.compile.loops import Part, build_fused_nest, loop_orders, shared_prefix
 
-    stages = [p.stages[k] for p, k in zip(programs, indices, strict=True)]
-    apart = sum(st.nest.cost for st in stages)
+    members = [*group, new]
+    stages = [programs[w].stages[k] for w, k in members]
     params: dict[str, int] = {}
-    for p, st in zip(programs, stages, strict=True):
-        params.update(st.fn._params({a: p.shapes[a] for a in st.fn.args}))
-    options = [
-        [
+    for (w, _), st in zip(members, stages, strict=True):
+        params.update(st.fn._params({a: programs[w].shapes[a] for a in st.fn.args}))
+
+    def parts_of(st):
+        return [
             Part(st.fn.body, st.fn.out_name, st.fn.out_vars, st.out_shape, o)
             for o in loop_orders(st.fn.body, st.fn.out_vars)
         ]
-        for st in stages
-    ]
+
+    if chosen is None:
+        apart = sum(st.nest.cost for st in stages)
+        options = [parts_of(st) for st in stages]
+    else:
+        apart = chosen[1].cost + stages[-1].nest.cost
+        options = [[p] for p in chosen[0]] + [parts_of(stages[-1])]
     best = None
     for parts in itertools.product(*options):
-        if shared_prefix(parts) < 2:  # one shared output loop: nothing but the row to share
+        if shared_prefix(parts, params) < 2:  # one shared output loop: nothing but the row to share
             continue
         nest = build_fused_nest(parts, params)
         if nest.cost < apart * 5 / 6 and (best is None or nest.cost < best[1].cost):
