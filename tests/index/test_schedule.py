@@ -378,6 +378,44 @@ def test_fused_gradients_through_the_engine_match_the_interpreter(dtype, threads
         np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)
 
 
+def test_private_copies_beyond_the_memory_budget_are_not_made():
+    # a copy of da (3000 x 3 float64, 72 kB) per thread does not fit a 64 KiB budget: the
+    # threads share one copy's chunks, and the gradients are still right
+    pytest.importorskip("numba")
+    import tadiff as td
+    from tadiff.index.compile import memory_budget, set_memory_budget
+
+    f = define(CORPUS[0][0]).using("numba")
+    rng = np.random.default_rng(11)
+    arrays = {
+        "a": rng.normal(size=(3000, 3)),
+        "b": rng.normal(size=(9, 3)),
+        "v": rng.normal(size=9),
+    }
+    tensors = {k: td.tensor(v, requires_grad=True) for k, v in arrays.items()}
+    previous, threads = set_memory_budget(2**16), td.get_num_threads()
+    td.set_num_threads(2)
+    try:
+        y = f(**tensors)
+        g = rng.normal(size=y.shape)
+        y.backward(td.tensor(g))
+    finally:
+        set_memory_budget(previous)
+        td.set_num_threads(threads)
+    assert memory_budget() == previous
+    from tadiff.index.compile.numba_backend import private_copies
+
+    previous = set_memory_budget(2**16)
+    try:  # what the backward above made: one copy of da, not two
+        assert private_copies(2, 3000 * 3 * 8) == 1
+        assert private_copies(2, 2**15) == 2
+    finally:
+        set_memory_budget(previous)
+    for name, t in tensors.items():
+        expected = f.grad(name).reference(**arrays, dout=g)
+        np.testing.assert_allclose(t.grad.data, expected, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
 def test_numpy_lowering_of_a_scalar_sum_stays_under_the_memory_budget():
     # no output row to divide: the outermost sum's range is cut into pieces instead
     f = define("s[] = sum[i](sum[j](exp(-(x[i] - z[j])**2)) * w[i])")

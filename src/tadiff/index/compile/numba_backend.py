@@ -413,12 +413,17 @@ def lower_numba_fused(
     fill = np.zeros if nest.zero_fill else np.empty
 
     private = [fn.out_name in nest.private for fn in fns]
+    private_bytes = sum(
+        math.prod(shape) * dtype.itemsize
+        for shape, own in zip(out_shapes, private, strict=True)
+        if own
+    )
 
     def run(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if any(0 in shape for shape in out_shapes):
             return {fn.out_name: np.zeros(s, dtype) for fn, s in zip(fns, out_shapes, strict=True)}
         # as Python: two copies, so that tests run the chunks and the sum of the copies
-        copies = 2 if python else _threads()
+        copies = 2 if python else private_copies(_threads(), private_bytes)
         outs = [
             np.zeros((copies, *(shape or (1,))), dtype) if own else fill(shape or (1,), dtype)
             for shape, own in zip(out_shapes, private, strict=True)
@@ -441,6 +446,21 @@ def lower_numba_fused(
 
     run.source = src
     return run
+
+
+def private_copies(threads: int, nbytes: int) -> int:
+    """How many copies of a fused nest's private outputs (``nbytes`` together) to make: one per
+    thread, as many as the temporaries budget holds beyond the first (the threads then split
+    fewer, larger chunks).
+
+    Example:
+        >>> from tadiff.index.compile.schedule import memory_budget
+        >>> private_copies(4, 1000), private_copies(4, memory_budget()), private_copies(4, 0)
+        (4, 2, 4)
+    """
+    from tadiff.index.compile.schedule import memory_budget
+
+    return max(1, min(threads, 1 + memory_budget() // max(nbytes, 1)))
 
 
 def numba_source(fn, shapes: Mapping[str, tuple[int, ...]] | None = None, dtype=np.float64) -> str:
