@@ -102,6 +102,8 @@ def add_at(out: np.ndarray, key, values) -> None:
         if lines <= _FEW_LINES or (lines <= _LINES_UPTO and length >= _LINES_FROM_LENGTH):
             if values.shape != form[0]:
                 values = np.broadcast_to(values, form[0])
+            if np.may_share_memory(values, out):  # np.add.at reads such values before adding
+                values = values.copy()
             _add_by_lines(out, form[1], key[form[1]], values)
             return
     if (

@@ -380,7 +380,8 @@ def test_fused_gradients_through_the_engine_match_the_interpreter(dtype, threads
 
 def test_private_copies_beyond_the_memory_budget_are_not_made():
     # a copy of da (3000 x 3 float64, 72 kB) per thread does not fit a 64 KiB budget: the
-    # threads share one copy's chunks, and the gradients are still right
+    # planner does not make da private, a nest planned before would get one copy, and the
+    # gradients are right either way
     pytest.importorskip("numba")
     import tadiff as td
     from tadiff.index.compile import memory_budget, set_memory_budget
@@ -404,16 +405,48 @@ def test_private_copies_beyond_the_memory_budget_are_not_made():
         td.set_num_threads(threads)
     assert memory_budget() == previous
     from tadiff.index.compile.numba_backend import private_copies
+    from tadiff.index.compile.schedule import plan_gradients
 
+    shapes = {**{k: v.shape for k, v in arrays.items()}, "dout": (3000,)}
     previous = set_memory_budget(2**16)
-    try:  # what the backward above made: one copy of da, not two
+    try:  # a nest with a private da would get one copy, not two
         assert private_copies(2, 3000 * 3 * 8) == 1
         assert private_copies(2, 2**15) == 2
+        # and the planner, knowing it, does not make da private (one copy would run the whole
+        # nest on one thread); it takes the order with the 9-row db and dv private instead
+        plan = plan_gradients(f, f.args, shapes, np.float64, {"out": (f, (3000,))})
+        assert [set(nest.private) for _, nest in plan.fused] == [{"db", "dv"}]
     finally:
         set_memory_budget(previous)
+    plan = plan_gradients(f, f.args, shapes, np.float64, {"out": (f, (3000,))})
+    assert [nest.private for _, nest in plan.fused] == [("da",)]
     for name, t in tensors.items():
         expected = f.grad(name).reference(**arrays, dout=g)
         np.testing.assert_allclose(t.grad.data, expected, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["n_j", "lo_j", "c_j", "acc1", "t3", "prm", "out", "a_b", "DT"])
+def test_index_names_cannot_shadow_the_names_of_the_generated_code(name):
+    # the printer's own names (chunk bounds, accumulators, parameters, arguments) and a user's
+    # index called the same must not meet: an index `acc1` once silently summed into the
+    # accumulator of the same name, an index `n_j` moved the threads' chunk bounds
+    f = define(f"out2[i] = sum[j](exp(-sum[{name}]((a[i,{name}] - b[j,{name}])**2)) * v[j])")
+    shapes = {"a": (5, 3), "b": (6, 3), "v": (6,)}
+    rng = np.random.default_rng(12)
+    _check_fused(f, shapes, rng)  # every fused nest, as Python, against the interpreter
+    _check_programs(f, shapes, rng, np.float64)  # every planned stage, as Python
+    pytest.importorskip("numba")
+    import tadiff as td
+
+    arrays = {k: rng.normal(size=s) for k, s in shapes.items()}
+    tensors = {k: td.tensor(v, requires_grad=True) for k, v in arrays.items()}
+    y = f.using("numba")(**tensors)
+    g = rng.normal(size=y.shape)
+    y.backward(td.tensor(g))
+    np.testing.assert_allclose(y.data, f.reference(**arrays), rtol=1e-12)
+    for k, t in tensors.items():
+        expected = f.grad(k).reference(**arrays, dout2=g)
+        np.testing.assert_allclose(t.grad.data, expected, rtol=1e-12, atol=1e-12, err_msg=k)
 
 
 def test_numpy_lowering_of_a_scalar_sum_stays_under_the_memory_budget():

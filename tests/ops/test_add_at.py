@@ -142,3 +142,13 @@ def test_large_index_add_and_gather_gradient_match_torch():
         results.append([np.asarray(t.detach().numpy()) for t in (out, x.grad, src.grad)])
     for ours, theirs in zip(*results, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_values_that_overlap_the_output_are_read_before_adding():
+    # np.add.at copies values that share memory with out; line by line must too
+    out = np.arange(6.0).reshape(2, 3)
+    expected = out.copy()
+    key = (slice(None), np.array([0, 1, 2]))
+    np.add.at(expected, key, expected[::-1])
+    add_at(out, key, out[::-1])
+    np.testing.assert_array_equal(out, expected)  # small integers: exact in any order

@@ -192,7 +192,7 @@ class _Printer(SourceEmitter):
             return "0"
         parts = []
         for e in indices:
-            num, den = self.affine(e, _Identity())
+            num, den = self.affine(e, _LOOP_NAMES)
             parts.append(f"_U({num})" if den == 1 else f"_U({num} // {den})")
         return ", ".join(parts)
 
@@ -200,7 +200,7 @@ class _Printer(SourceEmitter):
         if s.kind == "const":
             return f"DT({_literal(s.payload)})"
         if s.kind == "index":
-            num, den = self.affine(s.payload, _Identity())
+            num, den = self.affine(s.payload, _LOOP_NAMES)
             return f"DT({num})" if den == 1 else f"DT({num}) / DT({den})"
         if s.kind == "load":
             name, indices = s.payload
@@ -225,7 +225,7 @@ class _Printer(SourceEmitter):
     def bound(self, bounds, lower: bool) -> str:
         parts = []
         for b in bounds:
-            num, den = self.affine(b, _Identity())
+            num, den = self.affine(b, _LOOP_NAMES)
             if den == 1:
                 parts.append(num)
             else:
@@ -257,11 +257,11 @@ class _Printer(SourceEmitter):
             elif isinstance(s, Loop):
                 lo, hi = self.bound(s.lower, True), self.bound(s.upper, False)
                 rng = "numba.prange" if s.parallel else "range"
-                lines.append(f"{indent}for {s.var} in {rng}({lo}, {hi} + 1):")
+                lines.append(f"{indent}for {_LOOP_NAMES[s.var]} in {rng}({lo}, {hi} + 1):")
                 self.block(s.body, indent + "    ", lines)
             elif isinstance(s, If):
                 lines.append(
-                    f"{indent}if {' and '.join(self.cond(c, _Identity()) for c in s.conds)}:"
+                    f"{indent}if {' and '.join(self.cond(c, _LOOP_NAMES) for c in s.conds)}:"
                 )
                 self.block(s.then, indent + "    ", lines)
                 lines.append(f"{indent}else:")
@@ -270,7 +270,7 @@ class _Printer(SourceEmitter):
     def chunked(self, s: Loop, indent: str, lines: list[str]) -> None:
         """A parallel loop that sums into private arrays: one contiguous chunk of its range per
         copy (the copies are the arrays' first axis, one per thread, added up by the caller)."""
-        tag = s.var
+        tag = var = _LOOP_NAMES[s.var]
         copies = f"{self.array(s.private[0])}.shape[0]"
         lines.append(f"{indent}lo_{tag} = {self.bound(s.lower, True)}")
         lines.append(f"{indent}n_{tag} = max({self.bound(s.upper, False)} + 1 - lo_{tag}, 0)")
@@ -278,7 +278,7 @@ class _Printer(SourceEmitter):
         inner = indent + "    "
         first = f"lo_{tag} + c_{tag} * n_{tag} // {copies}"
         end = f"lo_{tag} + (c_{tag} + 1) * n_{tag} // {copies}"
-        lines.append(f"{inner}for {s.var} in range({first}, {end}):")
+        lines.append(f"{inner}for {var} in range({first}, {end}):")
         self.chunk.update({name: f"c_{tag}" for name in s.private})
         self.block(s.body, inner + "    ", lines)
         for name in s.private:
@@ -287,7 +287,7 @@ class _Printer(SourceEmitter):
     def phased(self, s: Loop, indent: str, lines: list[str]) -> None:
         """A loop in strips of ``s.width``: each phase loops over the strip, the values it
         passes on go through per-strip buffers (allocated here, so each thread has its own)."""
-        tag = s.var
+        tag = var = _LOOP_NAMES[s.var]
         for name in s.carried:
             lines.append(f"{indent}b_{name} = np.empty({s.width}, DT)")
         lines.append(f"{indent}lo_{tag} = {self.bound(s.lower, True)}")
@@ -297,9 +297,9 @@ class _Printer(SourceEmitter):
         lines.append(f"{inner}e_{tag} = min(s_{tag} + {s.width}, hi_{tag})")
         defined: set[str] = set()
         for phase in s.phases:
-            lines.append(f"{inner}for {s.var} in range(s_{tag}, e_{tag}):")
+            lines.append(f"{inner}for {var} in range(s_{tag}, e_{tag}):")
             body = inner + "    "
-            slot = f"{s.var} - s_{tag}"
+            slot = f"{var} - s_{tag}"
             for name in s.carried:
                 if name in defined:
                     lines.append(f"{body}{name} = b_{name}[{slot}]")
@@ -311,11 +311,16 @@ class _Printer(SourceEmitter):
             defined |= made
 
 
-class _Identity(dict):
-    """Loop variables of a nest are printed as themselves."""
+class _LoopNames(dict):
+    """A loop variable of a nest is printed with the prefix ``i_``: no name the printer makes
+    (``t1``, ``acc2``, ``lo_i_j``, ``prm``, ``out``, ``a_x``, ``DT``, ``numba``) starts with it,
+    so an index the user calls ``acc1``, ``prm`` or ``np`` cannot shadow one of them."""
 
     def __missing__(self, key: str) -> str:
-        return key
+        return f"i_{key}"
+
+
+_LOOP_NAMES = _LoopNames()
 
 
 def _has_parallel(block: list) -> bool:

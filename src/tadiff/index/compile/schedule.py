@@ -436,7 +436,8 @@ class Gradients:
             lines.append(f"fused: {names} in one nest (loops {', '.join(nest.order)})")
             lines.append(
                 f"  estimated {_human(nest.ops)} operations, {_human(nest.loads)} loads, "
-                f"{_human(nest.stores)} stores ({nest.cost / apart:.0%} of the stages apart)"
+                f"{_human(nest.stores)} stores"
+                + (f" ({nest.cost / apart:.0%} of the stages apart)" if apart else "")
             )
             lines += ["  | " + line for line in nest.text().splitlines()]
         return "\n".join(lines)
@@ -498,6 +499,16 @@ def plan_gradients(
     return Gradients(programs, fused)
 
 
+def _copies_fit(parts, private: tuple[str, ...], dtype) -> bool:
+    """Whether a copy of the private outputs per thread (as many as ``td.get_num_threads()``,
+    at least two) fits the memory budget beyond the first copy."""
+    from tadiff.parallel import get_num_threads
+
+    nbytes = sum(math.prod(p.out_shape) for p in parts if p.out_name in private)
+    nbytes *= np.dtype(dtype).itemsize
+    return (max(2, get_num_threads()) - 1) * nbytes <= memory_budget()
+
+
 def _fuse(programs: Mapping[str, Program], group: list, new: tuple[str, int], chosen):
     """The cheapest nest computing the stages of ``group`` and stage ``new`` together, as
     ``(parts, nest)``, if it beats computing ``new`` apart by a sixth of the total. ``chosen``
@@ -528,6 +539,8 @@ def _fuse(programs: Mapping[str, Program], group: list, new: tuple[str, int], ch
         if shared_prefix(parts, params) < 2:  # one shared output loop: nothing but the row to share
             continue
         nest = build_fused_nest(parts, params)
+        if nest.private and not _copies_fit(parts, nest.private, programs[new[0]].dtype):
+            continue  # too few copies: the threads would share one chunk, the nest run on one
         if nest.cost < apart * 5 / 6 and (best is None or nest.cost < best[1].cost):
             best = (list(parts), nest)
     return best
