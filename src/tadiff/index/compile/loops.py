@@ -763,14 +763,9 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
     first = parts[0]
     shared = first.order[: shared_prefix(parts, params)]
     chain0 = _root_chain(first.body)
-    sums0 = {s.var: s for s in chain0[2]} if chain0 else {}
     opened = []
     for position, var in enumerate(shared):
-        if var in first.out_vars:
-            d = first.out_vars.index(var)
-            bounds = ((Affine.constant(0),), (Affine.variable(size_param(first.out_name, d)) - 1,))
-        else:
-            bounds = (sums0[var].lower, sums0[var].upper)
+        bounds = _bounds(first, chain0, var)
         opened.append(b.open_loop(var, *bounds, len(b.chain) - 1, parallel=position == 0))
     private = tuple(p.out_name for p in parts if shared and shared[0] not in p.out_vars)
     if private:
