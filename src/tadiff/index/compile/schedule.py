@@ -500,13 +500,14 @@ def plan_gradients(
 
 
 def _copies_fit(parts, private: tuple[str, ...], dtype) -> bool:
-    """Whether a copy of the private outputs per thread (as many as ``td.get_num_threads()``,
-    at least two) fits the memory budget beyond the first copy."""
+    """Whether the runner will make a copy of the private outputs per thread (as many as
+    ``td.get_num_threads()``, at least two): see ``numba_backend.private_copies``."""
+    from tadiff.index.compile.numba_backend import private_copies
     from tadiff.parallel import get_num_threads
 
     nbytes = sum(math.prod(p.out_shape) for p in parts if p.out_name in private)
-    nbytes *= np.dtype(dtype).itemsize
-    return (max(2, get_num_threads()) - 1) * nbytes <= memory_budget()
+    threads = max(2, get_num_threads())
+    return private_copies(threads, nbytes * np.dtype(dtype).itemsize) == threads
 
 
 def _fuse(programs: Mapping[str, Program], group: list, new: tuple[str, int], chosen):
