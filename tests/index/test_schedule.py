@@ -622,8 +622,8 @@ def test_a_guard_that_always_holds_does_not_hide_a_sum_from_the_loop_orders():
     # sizes need not agree); where they agree it is dropped, and the gradient accumulates the
     # rows inside the sum over j instead of re-reading df * f for every k
     f = define("f[i,j] = exp(-sum[k]((a[i,k]+b[j,k])**2 * c[i,i] + d[i+k]**3))")
-    shapes = {"a": (40, 8), "b": (40, 8), "c": (40, 40), "d": (47,), "df": (40, 40)}
-    program = plan_program(f.grad("a"), shapes, np.float64, {"f": (f, (40, 40))})
+    shapes = {"a": (200, 16), "b": (200, 16), "c": (200, 200), "d": (215,), "df": (200, 200)}
+    program = plan_program(f.grad("a"), shapes, np.float64, {"f": (f, (200, 200))})
     (stage,) = program.stages
     assert "where" in str(f.grad("a")) and "where" not in str(stage.fn)
     assert stage.nest.order == ("i", "j", "k") and stage.nest.accumulate
@@ -634,3 +634,153 @@ def test_a_guard_that_always_holds_does_not_hide_a_sum_from_the_loop_orders():
     _check_programs(g, {"x": (6, 4)}, np.random.default_rng(11), np.float64)
     _check_programs(f, {"a": (5, 3), "b": (4, 3), "c": (5, 5), "d": (7,)},
                     np.random.default_rng(12), np.float64)  # fmt: skip
+
+
+# -- derivatives in scatter form ----------------------------------------------------------------
+
+
+def _scatter_program(g, shapes, dtype=np.float64):
+    """The program of derivative ``g`` run as its scatter stage, whatever the estimate says;
+    None where it has none."""
+    from tadiff.index.compile.schedule import Program, _scatter_stage
+
+    params = g._params(shapes)
+    stage = _scatter_stage(g, shapes, params, g.output_shape(**shapes))
+    return None if stage is None else Program(g, [stage], dict(shapes), np.dtype(dtype))
+
+
+def _check_scatter(f, shapes, rng, order: int = 2) -> int:
+    """Run every derivative of ``f`` (and, with ``order=2``, of those) that has a scatter form
+    as Python loops against the interpreter; returns how many ran."""
+    arrays = _arrays(f, shapes, rng)
+    out_shape = f.output_shape(**shapes)
+    dy = rng.normal(size=out_shape)
+    ran = 0
+    for name in f.args:
+        g = f.grad(name)
+        sizes = {**shapes, f.grad_name: out_shape}
+        program = _scatter_program(g, sizes)
+        if program is not None:
+            got = run_in_python(program, {**arrays, f.grad_name: dy})
+            expected = g.reference(**arrays, **{f.grad_name: dy})
+            np.testing.assert_allclose(
+                got, expected, rtol=1e-12, atol=1e-12, err_msg=program.explain()
+            )
+            ran += 1
+        if order == 2:
+            ran += _check_scatter(g, {a: sizes[a] for a in g.args}, rng, order=1)
+    return ran
+
+
+@pytest.mark.parametrize(("source", "shapes", "small"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_derivatives_in_scatter_form_compute_what_the_interpreter_computes(source, shapes, small):
+    # first and second order; every scatter form, not only those the estimate takes
+    _check_scatter(define(source), small, np.random.default_rng(13))
+
+
+def test_the_corpus_has_derivatives_in_scatter_form():
+    rng = np.random.default_rng(14)
+    ran = sum(_check_scatter(define(src), small, rng, order=1) for src, _, small in CORPUS)
+    assert ran >= 12
+
+
+def test_a_scatter_adds_only_where_the_forward_reads():
+    # the store stays inside the where: at i = 0 the forward never reads x[i - 1] (run as
+    # Python, an index of -1 raises at the unsigned cast)
+    f = define("y[i] = where(i >= 1, x[i - 1] * w[i], 0)")
+    assert _check_scatter(f, {"x": (6,), "w": (6,)}, np.random.default_rng(15), order=1) == 2
+    program = _scatter_program(f.grad("x"), {"x": (6,), "w": (6,), "dy": (6,)})
+    text = program.stages[0].nest.text()
+    store = next(line for line in text.splitlines() if "dx[" in line)
+    if_line = next(line for line in text.splitlines() if line.lstrip().startswith("if "))
+    assert len(store) - len(store.lstrip()) > len(if_line) - len(if_line.lstrip())
+
+
+@pytest.mark.parametrize(
+    ("source", "shapes", "first_loops"),
+    [
+        # a batch index: each value writes its own rows
+        ("y[b,t] = sum[k](x[b,2*t+k] * w[k])", {"x": (3, 20), "w": (3,), "dy": (3, 9)}, {"b"}),
+        # flattening: 10*s + t with t < 10 never meets the next s
+        ("f[s, t:10] = x[10*s + t]", {"x": (50,), "df": (5, 10)}, {"s"}),
+        # a window: 2*t + k meets 2*(t + 1) + k - 2
+        ("y[t] = sum[k](x[2*t+k] * w[k])", {"x": (20,), "w": (3,), "dy": (9,)}, set()),
+        # a stencil: x[i+1] at i and x[i] at i + 1 are the same element
+        ("y[i:8] = x[i] - 2*x[i+1] + x[i+2]", {"x": (10,), "dy": (8,)}, set()),
+        # a transpose added to itself: i writes a row and a column
+        ("y[i,j] = x[i,j] + x[j,i]", {"x": (4, 4), "dy": (4, 4)}, set()),
+    ],
+)
+def test_a_scatter_runs_in_parallel_only_where_no_two_threads_write_one_element(
+    source, shapes, first_loops
+):
+    from tadiff.index.compile.loops import scatter_orders
+    from tadiff.index.compile.schedule import _scatter_stage
+    from tadiff.index.derive import occurrences
+    from tadiff.index.expr import Affine, size_param
+
+    f = define(source)
+    wrt = f.args[0]
+    terms = occurrences(f, wrt)
+    ranges = {
+        v: ((Affine.constant(0),), (Affine.variable(size_param(f.grad_name, d)) - 1,))
+        for d, v in enumerate(f.out_vars)
+    }
+    ranges.update({var: (lo, hi) for var, lo, hi in terms[0].sums})
+    params = f.grad(wrt)._params(shapes)
+    orders = scatter_orders(terms, f.out_vars, ranges, params)
+    assert {o[0] for o in orders} == first_loops
+    g = f.grad(wrt)
+    stage = _scatter_stage(g, shapes, params, g.output_shape(**shapes))
+    assert (stage is not None) == bool(first_loops)
+
+
+def test_the_depthwise_input_gradient_runs_in_scatter_form():
+    # its gather form sums 3 or 4 terms per element in a loop whose bounds divide by the
+    # stride; the scatter form runs the forward's long loop over t, the window outside it
+    f = define("y[b,c,t] = sum[k](x[b,c,2*t+k] * w[c,k])")
+    shapes = {"x": (16, 256, 4096), "w": (256, 7), "dy": (16, 256, 2045)}
+    program = plan_program(f.grad("x"), shapes, np.float32, {"y": (f, shapes["dy"])})
+    assert program.scatter is not None
+    assert program.scatter.nest.order == ("b", "c", "k", "t")
+    assert program.cost < 0.75 * sum(s.nest.cost for s in program.stages)
+    assert "in scatter form" in program.explain()
+    # the weight gradient sums along rows with an accumulator, not into dw inside the window
+    dw = plan_program(f.grad("w"), shapes, np.float32, {"y": (f, shapes["dy"])})
+    assert dw.stages[-1].nest.order == ("c", "k") and dw.scatter is None
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    ("source", "shapes"),
+    [
+        ("y[b,c,t] = sum[k](x[b,c,2*t+k] * w[c,k])", {"x": (4, 3, 41), "w": (3, 5)}),
+        ("y[b,c,t] = maximum(x[b,c,2*t], x[b,c,2*t+1])", {"x": (4, 3, 40)}),
+        ("f[s, t:10] = x[10*s + t] * x[10*s + t]", {"x": (300,)}),
+    ],
+)
+def test_scatter_forms_through_the_engine_match_the_interpreter(source, shapes, dtype, threads):
+    # compiled by Numba on one and two threads: each thread adds into its own elements
+    pytest.importorskip("numba")
+    import tadiff as td
+
+    f = define(source).using("numba")
+    rng = np.random.default_rng(16)
+    arrays = {k: rng.normal(size=s) for k, s in shapes.items()}
+    out = f.output_shape(**shapes)
+    program = plan_program(f.grad("x"), {**shapes, f.grad_name: out}, dtype)
+    assert program.scatter is not None, program.explain()
+    tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
+    y = f(**tensors)
+    g = rng.normal(size=y.shape)
+    before = td.get_num_threads()
+    td.set_num_threads(threads)
+    try:
+        y.backward(td.tensor(g.astype(dtype)))
+    finally:
+        td.set_num_threads(before)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for name, t in tensors.items():
+        expected = f.grad(name).reference(**arrays, **{f.grad_name: g})
+        np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)

@@ -52,7 +52,7 @@ from tadiff.index.parse import MAX_DEPTH, MAX_NESTING, parse
 from tadiff.index.simplify import simplify, sum_or_point
 from tadiff.intlinalg import IntegerSolver, fourier_motzkin
 
-__all__ = ["derive"]
+__all__ = ["Occurrence", "derive", "occurrences"]
 
 
 # -- local partial derivatives: one line per operation ------------------------------------------
@@ -96,9 +96,11 @@ _PARTIALS = {
 
 
 @dataclass(frozen=True)
-class _Occurrence:
+class Occurrence:
     """An access ``x[indices]`` of the differentiated argument, reached with ``adjoint``, inside
-    the liberated sums ``sums`` and under the conditions ``conds``."""
+    the liberated sums ``sums`` (``(index, lower bounds, upper bounds)``, outermost first) and
+    under the conditions ``conds``: the derivative adds ``adjoint`` into ``dx[indices]`` at every
+    point of the forward's iteration space where ``conds`` hold (its *scatter* form)."""
 
     access: Access
     adjoint: Node
@@ -130,7 +132,7 @@ def _backprop(
     sums: tuple,
     conds: tuple[Cond, ...],
     bound: frozenset[str],
-    out: list[_Occurrence],
+    out: list[Occurrence],
 ) -> None:
     reads: set[int] = set()  # nodes whose subtree reads the argument (children first)
     for node in ir.walk(root):
@@ -151,7 +153,7 @@ def _backprop(
             continue
         adjoint = ir.add_all(parts)
         if isinstance(node, Access):
-            out.append(_Occurrence(node, adjoint, sums, conds))
+            out.append(Occurrence(node, adjoint, sums, conds))
         elif isinstance(node, Op):
             partials = _PARTIALS[node.op](node, *node.args)
             for pos, (child, partial) in enumerate(zip(node.args, partials, strict=True)):
@@ -228,7 +230,7 @@ def _range_constraints(var: str, lower, upper) -> list[Affine]:
 
 
 def _gather(
-    occ: _Occurrence,
+    occ: Occurrence,
     out_vars: tuple[str, ...],
     out_ranges: tuple,
     beta: tuple[str, ...],
@@ -396,6 +398,23 @@ def _names_in(fn) -> set[str]:
     return names
 
 
+def occurrences(fn, wrt: str) -> list[Occurrence]:
+    """The accesses of argument ``wrt`` in ``fn`` with their adjoints, seeded with the incoming
+    gradient ``fn.grad_name[fn.out_vars]``: the derivative in scatter form, before the integer
+    solve turns it into one formula per element of ``dx`` (step 1 of the module docstring).
+
+    Example:
+        >>> from tadiff.index.function import define
+        >>> [occ] = occurrences(define("y[t] = sum[k](x[2*t + k] * w[k])"), "x")
+        >>> print(occ.access, "+=", occ.adjoint, "for", [s[0] for s in occ.sums])
+        x[k + 2*t] += dy[t] * w[k] for ['k']
+    """
+    seed = ir.access(fn.grad_name, tuple(Affine.variable(v) for v in fn.out_vars))
+    found: list[Occurrence] = []
+    _backprop(fn.body, seed, wrt, (), (), frozenset(fn.out_vars), found)
+    return found
+
+
 def derive(fn, wrt: str):
     """The derivative of ``fn`` with respect to argument ``wrt`` (see the module docstring).
 
@@ -431,15 +450,13 @@ def derive(fn, wrt: str):
         else ((Affine.constant(0),), (Affine.variable(size_param(grad_name, k)) - 1,))
         for k, r in enumerate(fn.out_ranges)
     )
-    seed = ir.access(grad_name, tuple(Affine.variable(v) for v in fn.out_vars))
-    occurrences: list[_Occurrence] = []
-    _backprop(fn.body, seed, wrt, (), (), frozenset(fn.out_vars), occurrences)
+    found = occurrences(fn, wrt)
 
     # names of dx's indices: the index used plainly in that dimension of x, else a fresh letter
     # (never a tensor's name: the text must read back)
     used |= tensors
     beta: list[str] = []
-    first = occurrences[0].access.indices if occurrences else ()
+    first = found[0].access.indices if found else ()
     for dim in range(fn.arg_ranks[wrt]):
         candidate = first[dim] if dim < len(first) else None
         plain = (
@@ -466,7 +483,7 @@ def derive(fn, wrt: str):
     facts += [Affine.variable(p) - 1 for p in sorted(params)]
 
     parts = []
-    for occ in occurrences:
+    for occ in found:
         # loop variables may reuse sum and output index names, not dx's nor a tensor's
         taken = set(beta_t) | tensors
         parts.append(_gather(occ, fn.out_vars, out_ranges, beta_t, tuple(facts), taken))

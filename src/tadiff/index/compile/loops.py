@@ -79,9 +79,11 @@ __all__ = [
     "Store",
     "build_fused_nest",
     "build_nest",
+    "build_scatter_nest",
     "defined_names",
     "loop_orders",
     "op_cost",
+    "scatter_orders",
     "shared_prefix",
     "strip_mine",
 ]
@@ -207,6 +209,10 @@ class Nest:
             accumulates, or a delta leaves most of it zero).
         private: the outputs summed over the parallel loop, one copy per thread (see
             :class:`Loop`).
+        overhead: estimated cost of entering loops (bounds, set-up, the exit branch): what
+            makes a short inner loop run many times dearer than one long loop.
+        scatter: whether the nest runs over the forward's iteration space and adds into the
+            derivative's elements (:func:`build_scatter_nest`).
     """
 
     body: list
@@ -220,11 +226,14 @@ class Nest:
     peak: float = 1.0
     zero_fill: bool = False
     private: tuple[str, ...] = ()
+    overhead: float = 0.0
+    scatter: bool = False
 
     @property
     def cost(self) -> float:
-        """Operations plus element reads and writes (what orders are compared by)."""
-        return self.ops + self.loads + self.stores
+        """Operations, element reads and writes, and loop entries (what orders are compared
+        by)."""
+        return self.ops + self.loads + self.stores + self.overhead
 
     def text(self) -> str:
         """The nest as indented pseudo-code."""
@@ -292,6 +301,30 @@ def _text(block: list, indent: str, lines: list[str]) -> None:
             lines.append(f"{indent}{s.array}[{idx}] {op} {s.value}")
 
 
+_LOOP_ENTRY = 8.0
+"""Cost of entering a loop, in units of a float add: its set-up and the mispredicted branch at
+its exit. Measured on the depthwise convolution's input gradient (a gather of 3 or 4 terms per
+element, whose bounds divide by the stride), the loop entries cost about as much as the terms."""
+
+
+_UNROLLED = 16
+"""A loop with constant bounds and at most this many iterations (``sum[k=0:2]``) is unrolled by
+the compiler: no loop is left to enter."""
+
+
+def _entry_cost(lower: tuple[Affine, ...], upper: tuple[Affine, ...]) -> float:
+    """Cost of one entry into a loop with these bounds: :data:`_LOOP_ENTRY`, plus one ``max`` or
+    ``min`` per bound beyond the first on each side and a rounding division per fractional one;
+    nothing for a short loop of constant bounds (:data:`_UNROLLED`)."""
+    bounds = (*lower, *upper)
+    if not any(b.variables for b in bounds):
+        first = max(math.ceil(b.const) for b in lower)
+        if min(math.floor(b.const) for b in upper) - first + 1 <= _UNROLLED:
+            return 0.0
+    fractional = sum(1 for b in bounds if not b.is_integral)
+    return _LOOP_ENTRY + 2.0 * (len(bounds) - 2) + 2.0 * fractional
+
+
 # -- the builder ----------------------------------------------------------------------------------
 
 
@@ -340,7 +373,7 @@ class NestBuilder:
         self.box: dict[str, tuple[int, int]] = {}  # loop variable -> integer range
         self.mid: dict[str, float] = {}  # loop variable -> midpoint (for trip estimates)
         self.names = 0
-        self.ops = self.loads = self.stores = 0.0
+        self.ops = self.loads = self.stores = self.overhead = 0.0
         self.peak = 1.0  # most iterations of one block: the size a vectorized evaluation needs
         self.placed: list = []
 
@@ -388,6 +421,7 @@ class NestBuilder:
         loop = Loop(name, lower, upper, parallel=parallel, trip=trip)
         parent = self.chain[at]
         parent.open(loop)
+        self.overhead += parent.iters * _entry_cost(lower, upper)
         nonempty = provably_nonempty(lower, upper, self.box, self.params)
         saved = (self.chain, dict(self.env), dict(self.level))
         self.chain = [*self.chain[: at + 1], _Frame(loop.body, parent.iters * trip, nonempty, name)]
@@ -435,19 +469,29 @@ class NestBuilder:
         frame = self.chain[k]
         frame.insert(Let(name, kind, payload, args))
         self._charge(frame, kind, payload)
-        if kind == "load" and self._strided(k, payload[1]):
-            self.loads += 2 * frame.iters
+        if kind == "load":
+            self.loads += self._stride_penalty(k, payload[1]) * frame.iters
         return name
 
-    def _strided(self, k: int, indices: tuple[Affine, ...]) -> bool:
-        """Whether an access made at chain position ``k`` steps through memory with a stride
-        other than 1 along the innermost loop around it (no SIMD load, more cache lines): such
-        an access costs three loads in the estimate, so orders that read along rows win."""
+    def _stride_penalty(self, k: int, indices: tuple[Affine, ...]) -> float:
+        """Extra loads charged for an access made at chain position ``k`` that does not step
+        through memory one element at a time, forwards, along the innermost loop around it: 1 for a
+        stride of 2 along the last axis (no SIMD load, but every element of each cache line is
+        used), else 2 (a new cache line per step as well). Orders that read along rows win; a
+        stride-2 loop (a strided convolution's gradient) is still preferred to a short one."""
         loop = next((f for f in reversed(self.chain[: k + 1]) if f.var is not None), None)
         if loop is None or not indices:
-            return False
+            return 0.0
         inner = [d for d, e in enumerate(indices) if e.coeff(loop.var) != 0]
-        return bool(inner) and (inner != [len(indices) - 1] or indices[-1].coeff(loop.var) != 1)
+        if not inner:
+            return 0.0
+        if inner == [len(indices) - 1]:
+            step = indices[-1].coeff(loop.var)
+            if step == 1:
+                return 0.0
+            if abs(step) == 2:
+                return 1.0
+        return 2.0
 
     def _emit(self, node: Node, k: int) -> str:
         if isinstance(node, Const):
@@ -527,13 +571,29 @@ class NestBuilder:
                 share /= c.modulus
         return share
 
+    def add_where(self, conds: tuple[Cond, ...], array: str, indices, node: Node) -> None:
+        """``array[indices] += node`` where every condition holds, in the innermost block; the
+        value and the store stay inside the ``if`` (they may be valid only where it holds)."""
+        if not conds:
+            self.store(array, indices, self.value(node), accumulate=True)
+            return
+        conds = tuple(Cond(c.kind, self.translate(c.expr), c.modulus) for c in conds)
+        block = If(conds)
+        parent = self.chain[-1]
+        parent.open(block)
+        self.ops += len(conds) * parent.iters
+        saved = (self.chain, dict(self.env), dict(self.level))
+        self.chain = [*saved[0], _Frame(block.then, parent.iters * self._selectivity(conds), False)]
+        self.store(array, indices, self.value(node), accumulate=True)
+        self.chain, self.env, self.level = saved
+        parent.close(block)
+
     def store(self, array: str, indices: tuple[Affine, ...], value: str, accumulate: bool) -> None:
         frame = self.chain[-1]
         indices = tuple(self.translate(e) for e in indices)
         frame.insert(Store(array, indices, value, accumulate))
         self._charge(frame, "store")
-        if self._strided(len(self.chain) - 1, indices):
-            self.stores += 2 * frame.iters
+        self.stores += self._stride_penalty(len(self.chain) - 1, indices) * frame.iters
         if accumulate:
             self.loads += frame.iters
 
@@ -645,6 +705,7 @@ def build_nest(
         b.placed,
         b.peak,
         zero_fill=accumulate or bool(pinned),
+        overhead=b.overhead,
     )
 
 
@@ -672,6 +733,138 @@ def _pin_deltas(body: Node, order: tuple[str, ...]) -> tuple[Node, dict[str, Aff
     if not pinned:
         return body, {}
     return ir.where(kept, body.then), pinned
+
+
+# -- a derivative in scatter form -----------------------------------------------------------------
+
+
+def scatter_orders(
+    terms: Sequence,
+    out_vars: tuple[str, ...],
+    ranges: Mapping[str, tuple[tuple[Affine, ...], tuple[Affine, ...]]],
+    params: Mapping[str, int],
+) -> list[tuple[str, ...]]:
+    """Loop orders for the scatter form of a derivative (:func:`build_scatter_nest`): the
+    forward's output indices in order, its sums moved inside after each prefix of them (as in
+    :func:`root_orders`), where each sum's bounds use only loops outside it and the first loop
+    can run in parallel (:func:`_writes_apart`). Empty where the terms sit in different sums.
+
+    ``ranges`` gives the bounds of every loop (output indices and sums), ``params`` the sizes.
+    """
+    if not terms or any(t.sums != terms[0].sums for t in terms):
+        return []
+    sums = terms[0].sums
+    box: dict[str, tuple[int, int]] = {}
+    for var in (*out_vars, *(s[0] for s in sums)):  # sums' bounds use only loops before them
+        box[var] = sum_interval(*ranges[var], box, params)
+    orders = []
+    for p in range(len(out_vars) + 1):
+        order = (*out_vars[:p], *(s[0] for s in sums), *out_vars[p:])
+        ok = all(
+            {v for b in (*lower, *upper) for v in b.variables if not ir.is_param(v)}
+            <= set(order[: order.index(var)])
+            for var, lower, upper in sums
+        )
+        if ok and _writes_apart(order[0], terms, box, params):
+            orders.append(order)
+    return orders
+
+
+def _writes_apart(var: str, terms: Sequence, box, params: Mapping[str, int]) -> bool:
+    """Whether two values of loop ``var`` never add into the same element: every term writes
+    ``var`` into the same axis, as ``a * var + rest``, and the values ``rest`` takes across all
+    terms (the other loops over ``box``) span less than ``|a|``. A flattening's ``dx[10*s + t]``
+    (``t`` below 10) and a batch index ``dx[b, ...]`` pass; a strided window ``dx[2*t + k]`` and a
+    stencil's ``dx[i + 1]`` and ``dx[i]`` (which meet across values of ``i``) do not."""
+    axis = coeff = None
+    lo, hi = math.inf, -math.inf
+    for t in terms:
+        axes = [d for d, e in enumerate(t.access.indices) if e.coeff(var) != 0]
+        if len(axes) != 1:
+            return False
+        e = t.access.indices[axes[0]]
+        if axis is None:
+            axis, coeff = axes[0], e.coeff(var)
+        if axes[0] != axis or e.coeff(var) != coeff:
+            return False
+        r_lo, r_hi = interval(e - coeff * Affine.variable(var), box, params)
+        lo, hi = min(lo, r_lo), max(hi, r_hi)
+    return hi - lo < abs(coeff)
+
+
+def build_scatter_nest(
+    terms: Sequence,
+    out_name: str,
+    out_shape: tuple[int, ...],
+    ranges: Mapping[str, tuple[tuple[Affine, ...], tuple[Affine, ...]]],
+    order: Sequence[str],
+    params: Mapping[str, int],
+) -> Nest:
+    """The loop nest of a derivative in *scatter* form: loops over the forward's iteration space
+    in ``order`` adding each term's adjoint into the zero-filled ``out_name`` at the term's
+    access (:func:`~tadiff.index.derive.occurrences`).
+
+    The gather form computes each element of ``dx`` on its own; where the forward reads ``x``
+    with a stride (``x[2*t + k]``), each element sums over a few ``t`` in a short loop whose
+    bounds divide by the stride, entered once per element. The scatter form has the forward's
+    long loops instead. The first loop runs in parallel: its values write disjoint elements
+    (:func:`scatter_orders` keeps only such orders), so no element is added to by two threads.
+
+    Args:
+        terms: the occurrences (``access``, ``adjoint``, ``sums``, ``conds``), all in the same
+            sums.
+        out_name, out_shape: the derivative's array and shape.
+        ranges: bounds of each loop: the forward's output indices and its sums.
+        order: a loop order from :func:`scatter_orders`.
+        params: size parameters of the arguments.
+
+    Example:
+        >>> from tadiff.index import define
+        >>> from tadiff.index.derive import occurrences
+        >>> f = define("y[b, t] = sum[k](x[b, 2*t + k] * w[k])")
+        >>> terms = occurrences(f, "x")
+        >>> zero = (Affine.constant(0),)
+        >>> ranges = {v: (zero, (Affine.constant(n - 1),)) for v, n in zip("btk", (4, 10, 3))}
+        >>> sizes = {"dy.shape[0]": 4, "dy.shape[1]": 10, "w.shape[0]": 3}
+        >>> orders = scatter_orders(terms, f.out_vars, ranges, sizes)
+        >>> orders
+        [('b', 'k', 't'), ('b', 't', 'k')]
+        >>> nest = build_scatter_nest(terms, "dx", (4, 22), ranges, orders[0], sizes)
+        >>> print(nest.text())
+        for b in 0..3 (parallel):
+          for k in 0..2:
+            t1 = load w[k]
+            for t in 0..9:
+              t2 = load dy[b, t]
+              t3 = mul(t1, t2)
+              dx[b, k + 2*t] += t3
+    """
+    sizes = {size_param(out_name, d): n for d, n in enumerate(out_shape)}
+    b = NestBuilder({**params, **sizes})
+    opened = [
+        b.open_loop(var, *ranges[var], len(b.chain) - 1, parallel=position == 0)
+        for position, var in enumerate(order)
+    ]
+    for t in terms:
+        b.add_where(t.conds, out_name, t.access.indices, t.adjoint)
+    for loop, *saved in reversed(opened):
+        b.close_loop(loop, *saved)
+    b.stores += math.prod(out_shape)  # the zero fill
+    strip_mine(b.root)
+    return Nest(
+        b.root,
+        out_name,
+        True,
+        b.ops,
+        b.loads,
+        b.stores,
+        tuple(order),
+        b.placed,
+        b.peak,
+        zero_fill=True,
+        overhead=b.overhead,
+        scatter=True,
+    )
 
 
 def _product(rest: list[Node], inner: Node) -> Node:
@@ -840,6 +1033,7 @@ def build_fused_nest(parts: Sequence[Part], params: Mapping[str, int]) -> Nest:
         b.peak,
         zero_fill=zero,
         private=private,
+        overhead=b.overhead,
     )
 
 

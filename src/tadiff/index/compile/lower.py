@@ -155,6 +155,14 @@ def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
     return out
 
 
+def _loop_plan(program: Program, choices: list) -> tuple[list[Stage], list]:
+    """The stages to run and their backends: where every stage runs on Numba and the program
+    has a scatter form (cheaper for loops), that one stage instead."""
+    if program.scatter is not None and all(b == "numba" for b, _ in choices):
+        return [program.scatter], [("numba", None)]
+    return program.stages, choices
+
+
 def _einsum_kernel(stage: Stage, program: Program, args) -> Kernel | None:
     shapes = {a: program.shapes[a] for a in args}
     params = stage.fn._params(shapes)
@@ -314,11 +322,12 @@ def lower_program(
     if backend not in ("auto", "numpy", "numba", "triton"):
         raise InputError(f"lower_program: unknown backend {backend!r}")
     program = plan_program(fn, shapes, dtype, known)
+    stages, choices = _loop_plan(program, _choices(program, backend))
     kernels = [
         k if k is not None else _stage_kernel(s, program, b)
-        for s, (b, k) in zip(program.stages, _choices(program, backend), strict=True)
+        for s, (b, k) in zip(stages, choices, strict=True)
     ]
-    names = [s.fn.out_name for s in program.stages]
+    names = [s.fn.out_name for s in stages]
     out_shape = tuple(program.stages[-1].out_shape)
 
     if len(kernels) == 1:
@@ -389,7 +398,8 @@ def lower_gradients(
             runners.append(run)
             done.update(members)
         for w, program in plan.programs.items():
-            for k, (stage, (b, kern)) in enumerate(zip(program.stages, choices[w], strict=True)):
+            stages, chosen = _loop_plan(program, choices[w])
+            for k, (stage, (b, kern)) in enumerate(zip(stages, chosen, strict=True)):
                 if (w, k) in done:
                     continue
                 kern = kern if kern is not None else _stage_kernel(stage, program, b)
@@ -397,6 +407,9 @@ def lower_gradients(
     finals = {w: p.stages[-1].fn.out_name for w, p in (plan.programs.items() if plan else ())}
 
     def run(arrays):
+        # made contiguous once for all kernels: the incoming gradient of a sum is a broadcast
+        # view, which each kernel would otherwise copy again
+        arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
         values = dict(arrays)
         out = {name: k({a: arrays[a] for a in k_args(name)}) for name, k in einsums.items()}
         for r in runners:

@@ -362,7 +362,7 @@ def run_in_python(program, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     """
     values = dict(arrays)
     dtype = program.dtype
-    for stage in program.stages:
+    for stage in program.loops:
         fn = stage.fn
         src, names = stage_source(fn, stage.nest, dtype, python=True)
         scope: dict = {}
@@ -375,7 +375,7 @@ def run_in_python(program, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
         with np.errstate(all="ignore"):
             scope["kernel"](out, prm, *args)
         values[fn.out_name] = out.reshape(stage.out_shape)
-    return values[program.stages[-1].fn.out_name]
+    return values[program.loops[-1].fn.out_name]
 
 
 def fused_source(fns, nest: Nest, dtype, python: bool = False) -> tuple[str, list[str], list[str]]:
@@ -447,7 +447,7 @@ def lower_numba_fused(
             compiled(*outs, prm, *args)
             record_jit(time.perf_counter() - start)
         outs = [o.sum(axis=0) if own else o for o, own in zip(outs, private, strict=True)]
-        return {fn.out_name: o.reshape(s) for fn, o, s in zip(fns, outs, out_shapes, strict=True)}
+        return {fn.out_name: _shaped(o, s) for fn, o, s in zip(fns, outs, out_shapes, strict=True)}
 
     run.source = src
     return run
@@ -478,7 +478,7 @@ def numba_source(fn, shapes: Mapping[str, tuple[int, ...]] | None = None, dtype=
     if shapes is None:
         shapes = {a: (64,) * fn.arg_ranks[a] for a in fn.args}
     program = plan_program(fn, shapes, dtype)
-    return "\n\n".join(stage_source(s.fn, s.nest, dtype)[0] for s in program.stages)
+    return "\n\n".join(stage_source(s.fn, s.nest, dtype)[0] for s in program.loops)
 
 
 _MODULES: dict[str, object] = {}
@@ -544,9 +544,16 @@ def lower_numba(fn, nest: Nest, shapes: Mapping[str, tuple[int, ...]], dtype, ou
             start = time.perf_counter()
             compiled(out, prm, *values)
             record_jit(time.perf_counter() - start)
-        return out.reshape(out_shape)
+        return _shaped(out, out_shape)
 
     return Kernel("numba", run, out_shape, dtype, src)
+
+
+def _shaped(out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``out`` with ``shape``: itself where it has it already. A reshaped view would have a base,
+    and the engine copies a gradient it does not own alone into ``.grad`` (a 64 MB copy for a
+    convolution's input gradient)."""
+    return out if out.shape == shape else out.reshape(shape)
 
 
 def _threads() -> int:

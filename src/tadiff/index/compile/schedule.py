@@ -46,7 +46,13 @@ import numpy as np
 from tadiff.errors import BoundsError, InputError
 from tadiff.index import expr as ir
 from tadiff.index import shapes as _shapes
-from tadiff.index.compile.loops import Nest, build_nest, root_orders
+from tadiff.index.compile.loops import (
+    Nest,
+    build_nest,
+    build_scatter_nest,
+    root_orders,
+    scatter_orders,
+)
 from tadiff.index.compile.rewrite import (
     Known,
     accessed,
@@ -135,6 +141,9 @@ class Program:
         dtype: the compute dtype.
         saved: names of saved values the program reads (e.g. the forward's output).
         notes: what the planner did, for :meth:`explain`.
+        scatter: for a derivative, one stage computing it in scatter form
+            (:func:`~tadiff.index.compile.loops.build_scatter_nest`) where that is cheaper: the
+            loop backend runs it in place of ``stages``; NumPy and Triton evaluate ``stages``.
     """
 
     fn: object
@@ -143,16 +152,24 @@ class Program:
     dtype: np.dtype
     saved: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
+    scatter: Stage | None = None
+
+    @property
+    def loops(self) -> list[Stage]:
+        """The stages the loop backend (Numba) runs: the scatter stage, or ``stages``."""
+        return [self.scatter] if self.scatter is not None else self.stages
 
     @property
     def ops(self) -> float:
-        """Estimated arithmetic operations of all stages (transcendentals weighted)."""
-        return sum(s.nest.ops for s in self.stages)
+        """Estimated arithmetic operations of the loop backend's stages (transcendentals
+        weighted)."""
+        return sum(s.nest.ops for s in self.loops)
 
     @property
     def cost(self) -> float:
-        """Estimated operations plus element reads and writes, all stages."""
-        return sum(s.nest.cost for s in self.stages)
+        """Estimated operations, element reads and writes and loop entries of the loop
+        backend's stages."""
+        return sum(s.nest.cost for s in self.loops)
 
     @property
     def temp_bytes(self) -> int:
@@ -178,20 +195,30 @@ class Program:
         for k, s in enumerate(self.stages, 1):
             role = "temporary" if s.temporary else "result"
             lines.append(f"  stage {k} ({role}): {s.fn}")
-            order = ", ".join(s.nest.order) or "(scalar)"
-            how = "; output accumulated inside the sums" if s.nest.accumulate else ""
-            lines.append(f"    loops {order}{how}")
+            self._explain_nest(s.nest, loops, lines)
+        if self.scatter is not None:
             lines.append(
-                f"    estimated {_human(s.nest.ops)} operations, {_human(s.nest.loads)} loads, "
-                f"{_human(s.nest.stores)} stores"
+                f"  on Numba instead, in scatter form: the loops of {self.fn.parent[0].out_name}, "
+                f"each iteration adding into {self.fn.out_name}"
             )
-            if loops:
-                lines += ["    | " + line for line in s.nest.text().splitlines()]
+            self._explain_nest(self.scatter.nest, loops, lines)
         lines.append(
             f"  total: {_human(self.ops)} operations; memory: {_bytes(self.io_bytes)} "
             f"arguments and result, {_bytes(self.temp_bytes)} temporaries"
         )
         return "\n".join(lines)
+
+    @staticmethod
+    def _explain_nest(nest: Nest, loops: bool, lines: list[str]) -> None:
+        order = ", ".join(nest.order) or "(scalar)"
+        how = "; output accumulated inside the sums" if nest.accumulate and not nest.scatter else ""
+        lines.append(f"    loops {order}{how}")
+        lines.append(
+            f"    estimated {_human(nest.ops)} operations, {_human(nest.loads)} loads, "
+            f"{_human(nest.stores)} stores, {_human(nest.overhead)} in loop entries"
+        )
+        if loops:
+            lines += ["    | " + line for line in nest.text().splitlines()]
 
 
 def _human(x: float) -> str:
@@ -404,12 +431,49 @@ def plan_program(
         cost = sum(s.nest.cost for s in found)
         if best is None or cost < 0.9 * best[0]:
             best = (cost, planner, found, variant is not body)
-    _, planner, stages, swapped = best
+    cost, planner, stages, swapped = best
     if swapped:
         notes.append("two nested sums exchanged (a cheaper contraction order)")
     for s in stages[:-1]:
         notes.append(f"{s.fn.out_name} is computed once per binding of its indices")
-    return Program(fn, stages, planner.shapes, dtype, saved, notes)
+    scatter = _scatter_stage(fn, shapes, params, out_shape)
+    if scatter is not None and scatter.nest.cost >= 0.9 * cost:
+        scatter = None
+    return Program(fn, stages, planner.shapes, dtype, saved, notes, scatter)
+
+
+def _scatter_stage(fn, shapes, params, out_shape) -> Stage | None:
+    """The derivative ``fn`` computed in scatter form, in its cheapest loop order (see
+    :func:`~tadiff.index.compile.loops.build_scatter_nest`), or None where ``fn`` is no
+    derivative or no order runs in parallel."""
+    from tadiff.index.derive import occurrences
+
+    if fn.parent is None:
+        return None
+    forward, wrt = fn.parent
+    grad = forward.grad_name
+    if grad not in shapes:
+        return None
+    terms = occurrences(forward, wrt)
+    if not terms or any(t.sums != terms[0].sums for t in terms):
+        return None
+    fwd_shapes = {a: shapes[a] for a in forward.args}
+    try:  # every point of the forward's iteration space reads in bounds (as the forward does)
+        _shapes.check_bounds(forward.body, forward.out_vars, shapes[grad], params, fwd_shapes)
+    except BoundsError:
+        return None
+    ranges = {
+        v: r
+        if r is not None
+        else ((Affine.constant(0),), (Affine.variable(ir.size_param(grad, d)) - 1,))
+        for d, (v, r) in enumerate(zip(forward.out_vars, forward.out_ranges, strict=True))
+    }
+    ranges.update({var: (lower, upper) for var, lower, upper in terms[0].sums})
+    orders = scatter_orders(terms, forward.out_vars, ranges, params)
+    if not orders:
+        return None
+    nests = [build_scatter_nest(terms, fn.out_name, out_shape, ranges, o, params) for o in orders]
+    return Stage(fn, tuple(out_shape), min(nests, key=lambda n: n.cost), temporary=False)
 
 
 # -- the derivatives of one op, fused where they share loops ---------------------------------------
@@ -456,8 +520,9 @@ def plan_gradients(
     pair's exponential, so one pass over the pairs computes all three (``da`` row by row,
     ``db`` and ``dv`` summed over the rows into a copy per thread) instead of three passes.
 
-    Only stages that read no temporary are fused (they can run first, in any order); the nests
-    are for the loop backends (Numba), the others run the programs as they are.
+    Only stages that read no temporary are fused (they can run first, in any order), and none of
+    a derivative planned in scatter form; the nests are for the loop backends (Numba), the
+    others run the programs as they are.
     """
     dtype = np.dtype(dtype)
     reserved: set[str] = set()
@@ -467,11 +532,11 @@ def plan_gradients(
         reserved |= {st.fn.out_name for st in program.stages}
         programs[name] = program
     temps = {st.fn.out_name for p in programs.values() for st in p.stages[:-1]}
-    candidates = [
+    candidates = [  # a derivative in scatter form runs on its own (the forward's loops)
         (w, k)
         for w, p in programs.items()
         for k, st in enumerate(p.stages)
-        if not set(st.fn.args) & temps and st.fn.out_vars
+        if not set(st.fn.args) & temps and st.fn.out_vars and p.scatter is None
     ]
     fused: list[tuple[list[tuple[str, int]], Nest]] = []
     used: set[tuple[str, int]] = set()
