@@ -353,7 +353,6 @@ def test_fused_gradients_through_the_engine_match_the_interpreter(dtype, threads
     # compiled by Numba, on one thread and on two (each thread adds into its own copy of the
     # output summed over the parallel loop; the copies are added up after)
     pytest.importorskip("numba")
-    import tadiff as td
     from tadiff.index.compile.schedule import plan_gradients
 
     f = define(CORPUS[0][0]).using("numba")
@@ -362,6 +361,14 @@ def test_fused_gradients_through_the_engine_match_the_interpreter(dtype, threads
     shapes = {**{k: v.shape for k, v in arrays.items()}, "dout": (7,)}
     plan = plan_gradients(f, f.args, shapes, dtype, {"out": (f, (7,))})
     assert any(nest.private for _, nest in plan.fused)
+    _check_engine_gradients(f, arrays, dtype, threads, rng)
+
+
+def _check_engine_gradients(f, arrays, dtype, threads: int, rng) -> None:
+    """Backpropagate a random gradient through ``f`` on the engine with ``threads`` threads and
+    compare every argument's gradient with the interpreter's."""
+    import tadiff as td
+
     tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
     y = f(**tensors)
     g = rng.normal(size=y.shape)
@@ -371,9 +378,9 @@ def test_fused_gradients_through_the_engine_match_the_interpreter(dtype, threads
         y.backward(td.tensor(g.astype(dtype)))
     finally:
         td.set_num_threads(before)
-    tol = 1e-12 if dtype == np.float64 else 2e-5
+    tol = 1e-12 if dtype == np.float64 else 2e-5  # float32: sums of a few dozen terms
     for name, t in tensors.items():
-        expected = f.grad(name).reference(**arrays, dout=g)
+        expected = f.grad(name).reference(**arrays, **{f.grad_name: g})
         assert t.grad.data.dtype == dtype
         np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)
 
@@ -763,7 +770,6 @@ def test_the_depthwise_input_gradient_runs_in_scatter_form():
 def test_scatter_forms_through_the_engine_match_the_interpreter(source, shapes, dtype, threads):
     # compiled by Numba on one and two threads: each thread adds into its own elements
     pytest.importorskip("numba")
-    import tadiff as td
 
     f = define(source).using("numba")
     rng = np.random.default_rng(16)
@@ -771,16 +777,4 @@ def test_scatter_forms_through_the_engine_match_the_interpreter(source, shapes, 
     out = f.output_shape(**shapes)
     program = plan_program(f.grad("x"), {**shapes, f.grad_name: out}, dtype)
     assert program.scatter is not None, program.explain()
-    tensors = {k: td.tensor(v.astype(dtype), requires_grad=True) for k, v in arrays.items()}
-    y = f(**tensors)
-    g = rng.normal(size=y.shape)
-    before = td.get_num_threads()
-    td.set_num_threads(threads)
-    try:
-        y.backward(td.tensor(g.astype(dtype)))
-    finally:
-        td.set_num_threads(before)
-    tol = 1e-12 if dtype == np.float64 else 2e-5
-    for name, t in tensors.items():
-        expected = f.grad(name).reference(**arrays, **{f.grad_name: g})
-        np.testing.assert_allclose(t.grad.data, expected, rtol=tol, atol=tol, err_msg=name)
+    _check_engine_gradients(f, arrays, dtype, threads, rng)
