@@ -223,3 +223,26 @@ def test_missing_triton_raises_missing_dependency(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)
     with pytest.raises(MissingDependencyError, match="the triton backend needs"):
         kernel(f, {"x": (7,)}, backend="triton")
+
+
+def test_a_matrix_product_plan_serves_each_layout_it_was_made_for(monkeypatch):
+    # the NumPy path's matrix-product steps are worked out once per operand layout and kept:
+    # the same kernel called with C-ordered, Fortran-ordered and strided arrays makes a plan
+    # for each and agrees with the interpreter every time (also on the second call)
+    from tadiff.index.compile import vectorized
+
+    made = []
+    plan_pair = vectorized._plan_pair
+    monkeypatch.setattr(vectorized, "_plan_pair", lambda *a: made.append(1) or plan_pair(*a))
+    monkeypatch.setattr(vectorized, "_PAIR_PLANS", {})
+    f = define("y[b,o,h,v] = sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])")
+    rng = np.random.default_rng(21)
+    x, w = rng.normal(size=(2, 3, 6, 6)), rng.normal(size=(4, 3, 3, 3))
+    k = vectorized.lower_numpy(f, {"x": x.shape, "w": w.shape}, np.float64)
+    expected = f.reference(x=x, w=w)
+    wide = np.zeros((2, 3, 6, 12))
+    wide[..., ::2] = x
+    for layout in (x, np.asfortranarray(x), wide[..., ::2], x):
+        got = k({"x": layout, "w": w})
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert len(made) == 3  # the C-ordered layout's plan was reused

@@ -198,3 +198,25 @@ def test_auto_keeps_a_strided_dilated_input_gradient_on_window_products():
     plan = plan_program(dx, {a: shapes[a] for a in dx.args}, np.float32)
     assert "where" in str(plan.stages[-1].fn)
     assert stage_backends(plan, "auto") == ["numpy"]
+
+
+def test_auto_runs_convolutions_whose_products_are_too_narrow_as_loops():
+    """One input channel makes each window-unrolled product an outer or matrix-vector product,
+    and eight output channels make the product-first input gradient contract over 8 only: both
+    run as loops. Four or more channels on every side keep the BLAS products."""
+    pytest.importorskip("numba")
+    from tadiff.index.compile.lower import stage_backends
+    from tadiff.index.compile.schedule import plan_program
+
+    conv = define("y[b,o,h,v] = sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])")
+
+    def backends(x, w):
+        shapes = {"x": x, "w": w, "dy": conv.output_shape(x=x, w=w)}
+        plans = [plan_program(g, {a: shapes[a] for a in g.args}, np.float32)
+                 for g in (conv, conv.grad("x"), conv.grad("w"))]  # fmt: skip
+        return [stage_backends(p, "auto")[-1] for p in plans]
+
+    assert backends((32, 1, 18, 18), (8, 1, 3, 3)) == ["numba", "numba", "numba"]
+    assert backends((32, 8, 18, 18), (8, 8, 3, 3))[1] == "numba"  # product first, contracts 8
+    assert backends((32, 8, 18, 18), (32, 8, 3, 3)) == ["numpy", "numpy", "numpy"]
+    assert backends((64, 8, 10, 10), (16, 8, 3, 3)) == ["numpy", "numpy", "numpy"]

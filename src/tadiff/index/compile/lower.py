@@ -100,7 +100,9 @@ BLAS_MIN_WIDTH = 16
 """The narrowest matrix side (rows, columns, contracted length) for which a contraction-like
 stage runs as NumPy's im2col product rather than as loops. Measured on float32 convolutions,
 one thread: an 8->16 channel 3x3 convolution (sides 4096, 16 and 72) is 5x faster as a BLAS
-product, a depthwise one (a side of 1) 3-6x faster as loops."""
+product, a depthwise one (a side of 1) 3-6x faster as loops. Window-unrolled and
+product-first plans say themselves whether their products are too narrow
+(``WINDOW_MIN_SIDE``, ``PRODUCT_MIN_SIDE``)."""
 
 
 def _blas_shaped(stage: Stage) -> bool:
@@ -140,15 +142,12 @@ def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
             continue
         big = stage.nest.cost >= AUTO_NUMBA_MIN_WORK and numba
         if _is_contraction_like(stage):
-            # BLAS products of windows (a convolution) beat loops, and so does an im2col product
-            # whose matrices are all wide; a depthwise convolution's (one side of width 1) does not
+            # a contraction whose matrices are wide enough runs as BLAS products (of windows, of
+            # an im2col copy, or contracted first); one with a narrow side (a depthwise
+            # convolution's, a layer of one channel) runs faster as loops
             k = _numpy_kernel(stage, {a: program.shapes[a] for a in stage.fn.args}, program.dtype)
-            if (
-                "window-unrolled" in k.source
-                or k.source.startswith("product first")
-                or not big
-                or _blas_shaped(stage)
-            ):
+            wide = _blas_shaped(stage) if k.narrow is None else not k.narrow
+            if not big or wide:
                 out.append(("numpy", k))
                 continue
         out.append(("numba", None) if big else ("numpy", None))
@@ -406,10 +405,14 @@ def lower_gradients(
                 runners.append(_named(stage.fn.out_name, kern))
     finals = {w: p.stages[-1].fn.out_name for w, p in (plan.programs.items() if plan else ())}
 
+    # compiled loops need contiguous arrays: where two or more run, each array is made
+    # contiguous once for all of them (the incoming gradient of a sum is a broadcast view, which
+    # each kernel would copy again); NumPy kernels take strided views as they are
+    loops = sum(getattr(r, "backend", "numba") == "numba" for r in runners)
+
     def run(arrays):
-        # made contiguous once for all kernels: the incoming gradient of a sum is a broadcast
-        # view, which each kernel would otherwise copy again
-        arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+        if loops > 1:
+            arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
         values = dict(arrays)
         out = {name: k({a: arrays[a] for a in k_args(name)}) for name, k in einsums.items()}
         for r in runners:

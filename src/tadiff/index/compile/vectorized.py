@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 import string
 from collections.abc import Callable, Mapping
 from math import gcd, lcm
@@ -44,9 +45,11 @@ import numpy as np
 from tadiff._array import pad_constant
 from tadiff.index.compile._affine import integer_form
 from tadiff.index.compile._window_gemm import (
+    WINDOW_MIN_SIDE,
     describe,
     plan_classes,
     plan_window_gemm,
+    product_sides,
     write_into,
 )
 from tadiff.index.compile.rewrite import product_factors
@@ -97,6 +100,9 @@ class Kernel:
         self.out_shape = out_shape
         self.dtype = np.dtype(dtype)
         self.source = source
+        # whether the BLAS products the plan makes are too narrow to beat loops (None: it makes
+        # none of the kinds that know): the automatic backend choice runs those as loops
+        self.narrow: bool | None = None
 
     def __call__(self, arrays: Arrays) -> np.ndarray:
         return self._run(arrays)
@@ -245,6 +251,7 @@ class _Planner:
         self.env_affine: dict[str, tuple[dict[int, int], int] | None] = {}
         self.axis_len: dict[int, int] = {}
         self.notes: list[str] = []  # lowerings chosen, for the kernel's description
+        self.sides: list[tuple[int, int, int]] = []  # of the window-unrolled BLAS products
         # plans whose result is a view of a buffer of their own, made per call: as the kernel's
         # result it needs no copy (a strided view is fine, the caller gets the only reference)
         self.fresh: set[int] = set()
@@ -366,6 +373,17 @@ class _Planner:
         origin_index = tuple(slice(i, None) for i in start)
         n_irr = int(np.prod([shape[d] for d in irregular], dtype=np.int64))
 
+        known_strides: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+        def view_strides(array_strides: tuple[int, ...]) -> tuple[int, ...]:
+            strides = []
+            for a in range(ndim):
+                st = sum(k * array_strides[i] for i, k in enumerate(steps[a]))
+                if a in g_pos:
+                    st += array_strides[g_pos[a]]
+                strides.append(st)
+            return tuple(strides)
+
         def view(arrays: Arrays) -> np.ndarray:
             array = arrays[name]
             if padded:
@@ -377,16 +395,12 @@ class _Planner:
                 )
                 moved = moved.reshape([array.shape[d] for d in regular] + [n_irr])
                 array = np.take(moved, take, axis=-1)
-            strides = []
-            for a in range(ndim):
-                st = sum(k * array.strides[i] for i, k in enumerate(steps[a]))
-                if a in g_pos:
-                    st += array.strides[g_pos[a]]
-                strides.append(st)
+            # the view's strides follow from the array's: worked out once per layout
+            strides = known_strides.get(array.strides)
+            if strides is None:
+                strides = known_strides[array.strides] = view_strides(array.strides)
             origin = array[origin_index]
-            return np.lib.stride_tricks.as_strided(
-                origin, view_shape_t, tuple(strides), writeable=False
-            )
+            return np.lib.stride_tricks.as_strided(origin, view_shape_t, strides, writeable=False)
 
         if padded and not irregular:
             # where this access reads padding it contributes a zero factor: a sum mask that
@@ -534,6 +548,9 @@ class _Planner:
             names = " * ".join(f.name for f in factors)
             self.notes.append(f"window-unrolled BLAS products for {names}{describe(plan)}")
             self.fresh.add(id(plan))
+            sides = product_sides(plan)
+            if sides is not None:
+                self.sides.append(sides)
         return plan
 
 
@@ -556,6 +573,14 @@ def _uncovered(widths: dict[int, int], shapes: list[tuple[int, ...]], dtype) -> 
 def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, scale) -> np.ndarray:
     """Sum over ``axes`` of the broadcast product of ``ops`` (each with ``ndim`` axes), keeping
     the reduced axes as size 1; einsum picks a contraction order (BLAS where it can)."""
+    axes = list(widths)
+    scale = scale * _uncovered(widths, [op.shape for op in ops], np.dtype(ops[0].dtype))
+    if len(ops) == 2:
+        result = _pair_contract(ops[0], ops[1], set(axes), ndim)
+        return result * scale if scale != 1 else result
+    if len(ops) == 1:
+        result = _window_sum(ops[0], axes)
+        return result * scale if scale != 1 else result
     letters = string.ascii_letters[:ndim]
     subs, squeezed = [], []
     used: set[int] = set()
@@ -564,15 +589,7 @@ def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, sca
         used.update(keep)
         squeezed.append(op.reshape([op.shape[a] for a in keep]))
         subs.append("".join(letters[a] for a in keep))
-    axes = list(widths)
-    scale = scale * _uncovered(widths, [op.shape for op in ops], np.dtype(ops[0].dtype))
     out_axes = [a for a in sorted(used) if a not in axes]
-    if len(ops) == 2:
-        result = _pair_contract(ops[0], ops[1], set(axes), ndim)
-        return result * scale if scale != 1 else result
-    if len(ops) == 1:
-        result = _window_sum(ops[0], axes)
-        return result * scale if scale != 1 else result
     spec = ",".join(subs) + "->" + "".join(letters[a] for a in out_axes)
     result = np.einsum(spec, *squeezed, optimize=len(ops) > 2 or None)
     shape = [1] * ndim
@@ -612,8 +629,26 @@ def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) ->
     """``sum over summed axes of a * b`` as one batched matrix product (BLAS).
 
     Axes in both operands and kept are the batch, in both and summed are contracted, in one only
-    are that operand's rows/columns (summed first if they are summed axes).
+    are that operand's rows/columns (summed first if they are summed axes). How to lay the
+    operands out depends only on their shapes and strides: it is worked out once per layout
+    (:func:`_plan_pair`) and kept, since a small convolution's kernel spends more time deciding
+    than multiplying.
     """
+    key = (a.shape, a.strides, b.shape, b.strides, frozenset(summed), ndim)
+    plan = _PAIR_PLANS.get(key)
+    if plan is None:
+        if len(_PAIR_PLANS) >= _PAIR_PLANS_KEPT:
+            _PAIR_PLANS.clear()
+        plan = _PAIR_PLANS[key] = _plan_pair(a, b, summed, ndim)
+    return plan(a, b)
+
+
+_PAIR_PLANS: dict[tuple, Callable] = {}
+_PAIR_PLANS_KEPT = 1024  # layouts remembered (a few small tuples each); forgotten all at once
+
+
+def _plan_pair(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> Callable:
+    """The steps of :func:`_pair_contract` for operands with the layouts of ``a`` and ``b``."""
     a_axes = {x for x in range(ndim) if a.shape[x] != 1}
     b_axes = {x for x in range(ndim) if b.shape[x] != 1}
     only_a_summed = tuple(sorted((a_axes - b_axes) & summed))
@@ -632,26 +667,50 @@ def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) ->
     contracted = _by_stride(big, a_axes & b_axes & summed)
     rows = _by_stride(a, a_axes - b_axes)
     cols = _by_stride(b, b_axes - a_axes)
-    size = lambda axes, arr: int(np.prod([arr.shape[x] for x in axes], dtype=np.int64))  # noqa: E731
-    nb, nk, na, nc = size(batch, a), size(contracted, a), size(rows, a), size(cols, b)
+    nb, nk = _size(batch, a), _size(contracted, a)
+    na, nc = _size(rows, a), _size(cols, b)
     if rows and contracted and _fastest(a, rows) < _fastest(a, contracted):
-        am = _squeeze_to(a, batch + contracted + rows).reshape(nb, nk, na).transpose(0, 2, 1)
+        a_perm, a_mat, a_flip = _squeezing(a, batch + contracted + rows), (nb, nk, na), True
     else:
-        am = _squeeze_to(a, batch + rows + contracted).reshape(nb, na, nk)
+        a_perm, a_mat, a_flip = _squeezing(a, batch + rows + contracted), (nb, na, nk), False
     if cols and contracted and _fastest(b, contracted) < _fastest(b, cols):
-        bm = _squeeze_to(b, batch + cols + contracted).reshape(nb, nc, nk).transpose(0, 2, 1)
+        b_perm, b_mat, b_flip = _squeezing(b, batch + cols + contracted), (nb, nc, nk), True
     else:
-        bm = _squeeze_to(b, batch + contracted + cols).reshape(nb, nk, nc)
-    product = np.matmul(am, bm)
+        b_perm, b_mat, b_flip = _squeezing(b, batch + contracted + cols), (nb, nk, nc), False
     order = batch + rows + cols
     dims = [a.shape[x] if x in a_axes else b.shape[x] for x in order]
-    product = product.reshape(dims)
     # back to ndim axes, in axis order, with size 1 where nothing depends on the axis
-    product = np.transpose(product, np.argsort(order)) if order else product
+    back = tuple(int(x) for x in np.argsort(order)) if order else None
     shape = [1] * ndim
     for x in order:
         shape[x] = a.shape[x] if x in a_axes else b.shape[x]
-    return product.reshape(shape)
+
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if only_a_summed:
+            a = a.sum(axis=only_a_summed, keepdims=True)
+        if only_b_summed:
+            b = b.sum(axis=only_b_summed, keepdims=True)
+        am = np.transpose(a, a_perm).reshape(a_mat)
+        bm = np.transpose(b, b_perm).reshape(b_mat)
+        product = np.matmul(
+            am.transpose(0, 2, 1) if a_flip else am, bm.transpose(0, 2, 1) if b_flip else bm
+        )
+        product = product.reshape(dims)
+        if back is not None:
+            product = np.transpose(product, back)
+        return product.reshape(shape)
+
+    return run
+
+
+def _size(axes: list[int], array: np.ndarray) -> int:
+    return math.prod(array.shape[x] for x in axes)
+
+
+def _squeezing(array: np.ndarray, axes: list[int]) -> tuple[int, ...]:
+    """The transposition that puts ``axes`` first (in that order) and the others, all of size 1,
+    after: reshaped, the operand has only ``axes``."""
+    return tuple(axes) + tuple(x for x in range(array.ndim) if x not in axes)
 
 
 def _by_stride(array: np.ndarray, axes: set[int]) -> list[int]:
@@ -661,12 +720,6 @@ def _by_stride(array: np.ndarray, axes: set[int]) -> list[int]:
 def _fastest(array: np.ndarray, axes: list[int]) -> tuple[int, int]:
     """Smallest stride among ``axes`` (on a tie, the longer axis is the better innermost)."""
     return min((abs(array.strides[x]), -array.shape[x]) for x in axes)
-
-
-def _squeeze_to(array: np.ndarray, axes: list[int]) -> np.ndarray:
-    """``array`` with only ``axes`` (in that order); every other axis must have size 1."""
-    others = [x for x in range(array.ndim) if x not in axes]
-    return np.transpose(array, axes + others).reshape([array.shape[x] for x in axes])
 
 
 def lower_numpy(
@@ -689,7 +742,7 @@ def lower_numpy(
     if out_shape is None:
         out_shape = fn.output_shape(**shapes)
     out_shape = tuple(out_shape)
-    parts, notes = [], []
+    parts, notes, sides = [], [], []
     classes = list(_residue_classes(fn, out_shape))
     if len(classes) > 1 and 0 not in out_shape:
         # a dilated convolution's input gradient divides p by 2 only in its sum bounds: whole,
@@ -699,7 +752,7 @@ def lower_numpy(
         with np.errstate(all="ignore"):
             root = planner.plan(fn.body)
         if planner.notes:
-            classes, notes = [], planner.notes
+            classes, notes, sides = [], planner.notes, planner.sides
             parts = [((), out_shape, root, id(root) in planner.fresh)]
     for mapping, slices, sub_shape in classes:
         if 0 in sub_shape:
@@ -710,6 +763,7 @@ def lower_numpy(
             root = planner.plan(body)
             parts.append((slices, sub_shape, root, id(root) in planner.fresh))
         notes += [n for n in planner.notes if n not in notes]
+        sides += planner.sides
     n_out = len(out_shape)
     # residue classes that share their window views run as one plan (see plan_classes)
     shared, together = None, set()
@@ -741,7 +795,10 @@ def lower_numpy(
         return out if out is not None else np.zeros(out_shape, dtype=dtype)
 
     plan = "; ".join([f"vectorized plan of {fn}", *notes])
-    return Kernel("numpy", run, out_shape, dtype, plan)
+    kernel = Kernel("numpy", run, out_shape, dtype, plan)
+    if sides:
+        kernel.narrow = any(min(s) < WINDOW_MIN_SIDE for s in sides)
+    return kernel
 
 
 def _residue_classes(fn, out_shape: tuple[int, ...], limit: int = 16):
