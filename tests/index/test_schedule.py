@@ -736,16 +736,12 @@ def test_a_scatter_runs_in_parallel_only_where_no_two_threads_write_one_element(
 ):
     from tadiff.index.compile.loops import scatter_orders
     from tadiff.index.compile.schedule import _scatter_stage
-    from tadiff.index.derive import occurrences
-    from tadiff.index.expr import Affine, size_param
+    from tadiff.index.derive import occurrences, output_ranges
 
     f = define(source)
     wrt = f.args[0]
     terms = occurrences(f, wrt)
-    ranges = {
-        v: ((Affine.constant(0),), (Affine.variable(size_param(f.grad_name, d)) - 1,))
-        for d, v in enumerate(f.out_vars)
-    }
+    ranges = dict(zip(f.out_vars, output_ranges(f), strict=True))
     ranges.update({var: (lo, hi) for var, lo, hi in terms[0].sums})
     params = f.grad(wrt)._params(shapes)
     orders = scatter_orders(terms, f.out_vars, ranges, params)

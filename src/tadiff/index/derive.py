@@ -52,7 +52,7 @@ from tadiff.index.parse import MAX_DEPTH, MAX_NESTING, parse
 from tadiff.index.simplify import simplify, sum_or_point
 from tadiff.intlinalg import IntegerSolver, fourier_motzkin
 
-__all__ = ["Occurrence", "derive", "occurrences"]
+__all__ = ["Occurrence", "derive", "occurrences", "output_ranges"]
 
 
 # -- local partial derivatives: one line per operation ------------------------------------------
@@ -398,6 +398,17 @@ def _names_in(fn) -> set[str]:
     return names
 
 
+def output_ranges(fn) -> tuple[tuple[tuple[Affine, ...], tuple[Affine, ...]], ...]:
+    """The ``(lower bounds, upper bounds)`` of each of ``fn``'s output indices: as declared, or
+    over the incoming gradient's axis (``0 .. dy.shape[k] - 1``) where the size is inferred."""
+    return tuple(
+        r
+        if r is not None
+        else ((Affine.constant(0),), (Affine.variable(size_param(fn.grad_name, k)) - 1,))
+        for k, r in enumerate(fn.out_ranges)
+    )
+
+
 def occurrences(fn, wrt: str) -> list[Occurrence]:
     """The accesses of argument ``wrt`` in ``fn`` with their adjoints, seeded with the incoming
     gradient ``fn.grad_name[fn.out_vars]``: the derivative in scatter form, before the integer
@@ -444,12 +455,7 @@ def derive(fn, wrt: str):
         name = size_param(wrt, dim)
         return Affine.variable(alias.get(name, name))
 
-    out_ranges = tuple(
-        r
-        if r is not None
-        else ((Affine.constant(0),), (Affine.variable(size_param(grad_name, k)) - 1,))
-        for k, r in enumerate(fn.out_ranges)
-    )
+    out_ranges = output_ranges(fn)
     found = occurrences(fn, wrt)
 
     # names of dx's indices: the index used plainly in that dimension of x, else a fresh letter

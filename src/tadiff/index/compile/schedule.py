@@ -446,31 +446,24 @@ def _scatter_stage(fn, shapes, params, out_shape) -> Stage | None:
     """The derivative ``fn`` computed in scatter form, in its cheapest loop order (see
     :func:`~tadiff.index.compile.loops.build_scatter_nest`), or None where ``fn`` is no
     derivative or no order runs in parallel."""
-    from tadiff.index.derive import occurrences
+    from tadiff.index.derive import occurrences, output_ranges
 
     if fn.parent is None:
         return None
     forward, wrt = fn.parent
     grad = forward.grad_name
-    if grad not in shapes:
-        return None
     terms = occurrences(forward, wrt)
-    if not terms or any(t.sums != terms[0].sums for t in terms):
+    if grad not in shapes or not terms:
         return None
     fwd_shapes = {a: shapes[a] for a in forward.args}
     try:  # every point of the forward's iteration space reads in bounds (as the forward does)
         _shapes.check_bounds(forward.body, forward.out_vars, shapes[grad], params, fwd_shapes)
     except BoundsError:
         return None
-    ranges = {
-        v: r
-        if r is not None
-        else ((Affine.constant(0),), (Affine.variable(ir.size_param(grad, d)) - 1,))
-        for d, (v, r) in enumerate(zip(forward.out_vars, forward.out_ranges, strict=True))
-    }
+    ranges = dict(zip(forward.out_vars, output_ranges(forward), strict=True))
     ranges.update({var: (lower, upper) for var, lower, upper in terms[0].sums})
     orders = scatter_orders(terms, forward.out_vars, ranges, params)
-    if not orders:
+    if not orders:  # terms in different sums, or no loop the threads can split
         return None
     nests = [build_scatter_nest(terms, fn.out_name, out_shape, ranges, o, params) for o in orders]
     return Stage(fn, tuple(out_shape), min(nests, key=lambda n: n.cost), temporary=False)
