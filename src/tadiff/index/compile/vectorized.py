@@ -35,10 +35,9 @@ Example:
 from __future__ import annotations
 
 import itertools
-import math
 import string
 from collections.abc import Callable, Mapping
-from math import gcd, lcm
+from math import gcd, lcm, prod
 
 import numpy as np
 
@@ -72,6 +71,12 @@ from tadiff.index.expr import (
 __all__ = ["Kernel", "lower_einsum", "lower_numpy"]
 
 Arrays = Mapping[str, np.ndarray]
+
+
+LAYOUTS_KEPT = 1024
+"""Operand layouts (shapes and strides) whose derived steps a kernel remembers — a matrix
+product's transposes, a window view's strides — a few small tuples each; all are forgotten at
+once beyond it."""
 
 
 class Kernel:
@@ -398,6 +403,8 @@ class _Planner:
             # the view's strides follow from the array's: worked out once per layout
             strides = known_strides.get(array.strides)
             if strides is None:
+                if len(known_strides) >= LAYOUTS_KEPT:
+                    known_strides.clear()
                 strides = known_strides[array.strides] = view_strides(array.strides)
             origin = array[origin_index]
             return np.lib.stride_tricks.as_strided(origin, view_shape_t, strides, writeable=False)
@@ -637,14 +644,13 @@ def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) ->
     key = (a.shape, a.strides, b.shape, b.strides, frozenset(summed), ndim)
     plan = _PAIR_PLANS.get(key)
     if plan is None:
-        if len(_PAIR_PLANS) >= _PAIR_PLANS_KEPT:
+        if len(_PAIR_PLANS) >= LAYOUTS_KEPT:
             _PAIR_PLANS.clear()
         plan = _PAIR_PLANS[key] = _plan_pair(a, b, summed, ndim)
     return plan(a, b)
 
 
 _PAIR_PLANS: dict[tuple, Callable] = {}
-_PAIR_PLANS_KEPT = 1024  # layouts remembered (a few small tuples each); forgotten all at once
 
 
 def _plan_pair(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> Callable:
@@ -704,7 +710,7 @@ def _plan_pair(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> Cal
 
 
 def _size(axes: list[int], array: np.ndarray) -> int:
-    return math.prod(array.shape[x] for x in axes)
+    return prod(array.shape[x] for x in axes)
 
 
 def _squeezing(array: np.ndarray, axes: list[int]) -> tuple[int, ...]:
