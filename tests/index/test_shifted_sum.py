@@ -24,6 +24,13 @@ TAKEN = [
     ("y[i] = sum[k](x[i - k + 2] * w[k])", {"x": (8,), "w": (3,)}),
     # a weight gradient: the window runs over the image (here short enough to unroll)
     ((CONV1, "w"), {"x": (2, 3, 9), "w": (4, 3, 3), "dy": (2, 4, 7)}),
+    # output axes in another order than the product lays them out, and a group axis that both
+    # operands share besides the contracted channels (the product's batch)
+    ("y[o,t,b] = sum[c,k](x[b,c,t+k] * w[o,c,k])", {"x": (2, 3, 9), "w": (4, 3, 3)}),
+    (
+        ("y[g,b,o,t] = sum[c,k](x[g,b,c,t+k] * w[g,o,c,k])", "x"),
+        {"x": (2, 3, 2, 8), "w": (2, 4, 2, 3), "dy": (2, 3, 4, 6)},
+    ),
 ]
 
 REFUSED = [

@@ -145,32 +145,34 @@ def plan_shifted_sum(
     spec = letters["spec"]
     dtype = np.dtype(dtype)
     out_shape = tuple(out_shape)
-    # the work array: coupled output axes first, then the others (both in output order)
-    coupled = [v for v in out_vars if v in {p.u for p in pairs}]
-    work_vars = [*coupled, *(v for v in out_vars if v not in coupled)]
+    product = _batched_product(letters, x_shape, k_shape)
+    # the work array: P's layout without the window, m axes read as the coupled output axes
+    m_us = [name[len("~m_") :] for name in letters["m"]]
+    work_vars = [*letters["shared"], *m_us, *letters["rows"], *letters["cols"]]
     work_shape = tuple(sizes[v] for v in work_vars)
     to_out = [work_vars.index(v) for v in out_vars]
     by_u = {p.u: p for p in pairs}
+    batch = (slice(None),) * len(letters["shared"])
     offsets = []
     for ks in itertools.product(*(range(n) for n in window)):
         at = dict(zip((p.u for p in pairs), ks, strict=True))
         work_index, p_index = [], []
-        for u in coupled:
+        for u in m_us:
             p = by_u[u]
             t = p.sign * at[u] + p.const  # u = m + t
             lo, hi = max(0, t), min(sizes[u], x_shape[p.m_dim] + t)
             work_index.append(slice(lo, hi))
             p_index.append(slice(lo - t, hi - t))
         if all(sl.start < sl.stop for sl in work_index):
-            offsets.append((tuple(work_index), (*ks, *p_index)))
+            offsets.append(((*batch, *work_index), (*ks, *batch, *p_index)))
 
     def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
         x = np.asarray(arrays[shifted.name], dtype=dtype).reshape(x_shape)
         k = np.asarray(arrays[plain.name], dtype=dtype).reshape(k_shape)
-        product = np.ascontiguousarray(np.einsum(spec, x, k, optimize=True))
+        p = product(x, k)
         work = np.zeros(work_shape, dtype=dtype)
         for work_index, p_index in offsets:
-            work[work_index] += product[p_index]
+            work[work_index] += p[p_index]
         if scale != 1.0:
             work *= dtype.type(scale)
         return np.ascontiguousarray(work.transpose(to_out))
@@ -183,6 +185,36 @@ def plan_shifted_sum(
     kernel = Kernel("numpy", run, out_shape, dtype, text)
     kernel.narrow = min(p_rows, p_cols, n_contracted) < PRODUCT_MIN_SIDE
     return kernel
+
+
+def _batched_product(letters, x_shape, k_shape):
+    """``P`` (axes ``window, shared, m, rows, cols``) as one batched matrix product of the
+    operands laid out as ``(shared, m + rows, contracted)`` and
+    ``(window, shared, contracted, cols)``: the shifted operand is broadcast over the window,
+    and the product comes out in the layout the shifted additions read (no copy of ``P``)."""
+    s_axes, k_axes = letters["s_axes"], letters["k_axes"]
+    size = {**dict(zip(s_axes, x_shape, strict=True)), **dict(zip(k_axes, k_shape, strict=True))}
+    window, shared, contracted = letters["window"], letters["shared"], letters["contracted"]
+    rows, cols = [*letters["m"], *letters["rows"]], letters["cols"]
+
+    def count(names):
+        return math.prod(size[v] for v in names)
+
+    s_perm = [s_axes.index(v) for v in (*shared, *rows, *contracted)]
+    k_perm = [k_axes.index(v) for v in (*window, *shared, *contracted, *cols)]
+    window_sizes = tuple(size[v] for v in window)
+    s_mat = (1,) * len(window) + (count(shared), count(rows), count(contracted))
+    k_mat = (*window_sizes, count(shared), count(contracted), count(cols))
+    p_shape = tuple(size[v] for v in (*window, *shared, *rows, *cols))
+    multiply = not contracted  # an inner length of 1: a broadcast product, not BLAS calls
+
+    def product(x: np.ndarray, k: np.ndarray) -> np.ndarray:
+        sm = x.transpose(s_perm).reshape(s_mat)
+        km = k.transpose(k_perm).reshape(k_mat)
+        p = sm * km if multiply else np.matmul(sm, km)
+        return p.reshape(p_shape)
+
+    return product
 
 
 def _size_of(var: str, forms, accesses, shapes) -> int:
@@ -275,16 +307,17 @@ def _roles(forms, accesses, shapes, out_vars, sum_vars):
         return None  # a sum variable of one operand only: not this pattern
     x_out = [v for v in s_axes if v in outs]
     k_out = [v for v in p_axes_plain if v in outs and v not in s_axes]
-    # P's axes: the window first (each offset is then one contiguous block of P), then the
-    # output's coupled axes (as m axes) and its other axes, each group in output order: the
-    # layout of the work array the shifted blocks are added into (contiguous inner runs)
-    m_of = {p.u: f"~m_{p.u}" for p in pairs}
-    coupled_first = [m_of[v] for v in out_vars if v in m_of]
-    others = [v for v in out_vars if v not in m_of]
-    p_axes = [*(p.k_name for p in pairs), *coupled_first, *others]
     covered = set(x_out) | set(k_out) | {p.u for p in pairs}
     if covered != outs:
         return None
+    # P's axes, the batched matrix product's own layout: the window first (each offset is then
+    # one block of P), the output axes of both operands (the product's batch), the shifted
+    # operand's m axes and its other output axes (rows), the other operand's (columns). The work
+    # array the shifted blocks are added into has the same layout, m axes read as the output's
+    shared = [v for v in x_out if v in p_axes_plain]
+    m_axes = [v for v in s_axes if v.startswith("~m_")]
+    x_only = [v for v in x_out if v not in shared]
+    p_axes = [*(p.k_name for p in pairs), *shared, *m_axes, *x_only, *k_out]
     symbols = {}
     for name in [*s_axes, *p_axes_plain, *p_axes]:
         if name not in symbols:
@@ -298,8 +331,11 @@ def _roles(forms, accesses, shapes, out_vars, sum_vars):
         + "->"
         + "".join(symbols[v] for v in p_axes)
     )
-    roles = {"spec": spec, "p_axes": p_axes, "x_out": x_out, "k_out": k_out}
-    return shifted, plain, pairs, {**roles, "contracted": sorted(contracted)}
+    groups = {
+        "window": [p.k_name for p in pairs], "shared": shared, "m": m_axes, "rows": x_only,
+        "cols": k_out, "contracted": sorted(contracted), "s_axes": s_axes, "k_axes": p_axes_plain,
+    }  # fmt: skip
+    return shifted, plain, pairs, {"spec": spec, "x_out": x_out, "k_out": k_out, **groups}
 
 
 def _ranges_are_natural(sums, accesses, forms, shapes, params, sizes) -> bool:
