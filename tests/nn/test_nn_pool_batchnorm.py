@@ -77,6 +77,9 @@ def _brute_force_max_pool(x, kernel, stride):
             (2, 2),
             (2, 2),
         ),
+        # a window without an equal element (NaN) beside one with two: as many matches as
+        # windows, which alone would pass for one maximum each
+        (np.array([[[[np.nan, 0.0, 3.0, 3.0], [1.0, 1.0, 0.0, 0.0]]]]), (2, 2), (2, 2)),
     ],
 )
 def test_max_pool_ties_and_overlaps_route_the_gradient_to_the_first_maximum(x, kernel, stride):
@@ -137,6 +140,39 @@ def test_batch_norm_matches_torch_in_train_and_eval(ours_cls, theirs_cls, shape)
     ours.eval(), theirs.eval()
     _grad_pair(ours, theirs, rng.standard_normal(shape))
     assert list(ours.state_dict()) == list(theirs.state_dict())  # num_batches_tracked too
+
+
+def test_batch_norm_on_strided_float32_input_and_evaluated_without_grad_matches_torch():
+    # training on a transposed (non-contiguous) float32 input, values and all three gradients,
+    # then the evaluation-mode path that folds the running statistics, weight and bias into one
+    # scale and shift per channel (taken when nothing needs a gradient); float32 tolerances:
+    # both libraries sum 120 terms per channel in float32, in different orders
+    rng = np.random.default_rng(5)
+    ours = nn.BatchNorm2d(3, momentum=0.5)
+    ours.weight.data[:] = rng.uniform(0.5, 2, 3).astype(np.float32)
+    ours.bias.data[:] = rng.standard_normal(3).astype(np.float32)
+    theirs = torch.nn.BatchNorm2d(3, momentum=0.5)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.from_numpy(ours.weight.data))
+        theirs.bias.copy_(torch.from_numpy(ours.bias.data))
+    x = (rng.standard_normal((4, 5, 3, 2)) * 2 + 1).astype(np.float32)
+    ours_x = td.tensor(x, requires_grad=True)
+    theirs_x = torch.from_numpy(x).requires_grad_(True)
+    upstream = rng.standard_normal((4, 3, 5, 2)).astype(np.float32)
+    out = ours(ours_x.transpose(1, 2))
+    expected = theirs(theirs_x.transpose(1, 2))
+    (out * td.tensor(upstream)).sum().backward()
+    (expected * torch.from_numpy(upstream)).sum().backward()
+    close = {"rtol": 1e-5, "atol": 1e-5}
+    np.testing.assert_allclose(out.data, expected.detach().numpy(), **close)
+    np.testing.assert_allclose(ours_x.grad.data, theirs_x.grad.numpy(), **close)
+    np.testing.assert_allclose(ours.weight.grad.data, theirs.weight.grad.numpy(), **close)
+    np.testing.assert_allclose(ours.bias.grad.data, theirs.bias.grad.numpy(), **close)
+    ours.eval(), theirs.eval()
+    with td.no_grad(), torch.no_grad():
+        y = ours(td.tensor(x).transpose(1, 2))
+        np.testing.assert_allclose(y.data, theirs(torch.from_numpy(x).transpose(1, 2)), **close)
+    assert y.dtype == td.float32
 
 
 def test_batch_norm_without_running_stats_or_affine_and_twice_differentiable():

@@ -30,6 +30,7 @@ from tadiff.errors import InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
 from tadiff.nn.module import Module, Parameter
 from tadiff.ops._common import needs_grad
+from tadiff.ops._dual import channel_dots, channel_rows, channel_sums
 from tadiff.ops.derivatives import NativeBatchNormBackward0
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "batch_norm"]
@@ -84,23 +85,24 @@ def batch_norm(
                 f"batch_norm: training needs more than one value per channel, got input of "
                 f"shape {x.data.shape}"
             )
-        data = x.data
-        mean = data.mean(axis=dims, keepdims=True)
-        centered = data - mean
-        var = np.mean(centered * centered, axis=dims, keepdims=True)
+        rows = channel_rows(x.data)
+        mean = channel_sums(rows) / count
+        centered = rows - mean[:, None]
+        var = channel_dots(centered, centered) / count
         if running_mean is not None and running_var is not None:
             with no_grad():
-                unbiased = var.reshape(channels) * (count / (count - 1))
+                unbiased = var * (count / (count - 1))
                 running_mean.data *= 1 - momentum
-                running_mean.data += momentum * mean.reshape(channels)
+                running_mean.data += momentum * mean
                 running_var.data *= 1 - momentum
                 running_var.data += momentum * unbiased
-        inv = (1.0 / np.sqrt(var + eps)).astype(data.dtype, copy=False)
-        out = centered * inv
-        if weight is not None:
-            out = out * weight.data.reshape(shape)
+        inv = (1.0 / np.sqrt(var + eps)).astype(x.data.dtype, copy=False)
+        # (x - mean) * (inv * weight) + bias, in place: two passes after the statistics
+        scale = inv if weight is None else inv * weight.data
+        out = np.multiply(centered, scale[:, None], out=centered)
         if bias is not None:
-            out = out + bias.data.reshape(shape)
+            out += bias.data[:, None]
+        out = out.reshape(x.data.shape)
         if not needs_grad(x, *(t for t in (weight, bias) if t is not None)):
             return _make(out)
         # one node for normalization, scale and shift: its backward is two sums over the batch
@@ -109,13 +111,23 @@ def batch_norm(
             out,
             (x, weight, bias),
             (x, weight),
-            (dims, shape, eps, mean, inv),
+            (dims, shape, eps, mean.reshape(shape), inv.reshape(shape)),
         )
     else:
         if running_mean is None or running_var is None:
             raise InputError("batch_norm: evaluation mode needs running_mean and running_var")
-        scale = 1.0 / np.sqrt(running_var.data.reshape(shape) + eps)
-        out = (x - Tensor(running_mean.data.reshape(shape))) * Tensor(scale.astype(x.data.dtype))
+        inv = (1.0 / np.sqrt(running_var.data + eps)).astype(x.data.dtype, copy=False)
+        if not needs_grad(x, *(t for t in (weight, bias) if t is not None)):
+            # constants only: x * scale + shift per channel, two passes
+            scale = inv if weight is None else inv * weight.data
+            shift = -running_mean.data * scale
+            if bias is not None:
+                shift = shift + bias.data
+            rows = channel_rows(x.data)
+            out = np.multiply(rows, scale.astype(x.data.dtype, copy=False)[:, None])
+            out += shift.astype(x.data.dtype, copy=False)[:, None]
+            return _make(out.reshape(x.data.shape))
+        out = (x - Tensor(running_mean.data.reshape(shape))) * Tensor(inv.reshape(shape))
     if weight is not None:
         out = out * weight.reshape(shape)
     if bias is not None:

@@ -127,8 +127,22 @@ def _tiled_max_pool(x: Tensor, kernel: tuple[int, ...]) -> Tensor:
         np.maximum(best, windows[at], out=best)
     if not needs_grad(x):
         return _make(best)
+    # each element that equals its window's maximum: exactly the first maxima where every
+    # window has one (no ties, no NaN: NaN equals nothing)
+    spread = best
+    for d, k in enumerate(kernel):
+        spread = spread.repeat(k, axis=2 + d)
+    first = data == spread
+    if np.count_nonzero(first) != best.size or np.isnan(best).any():
+        first = _first_maxima(windows, best, positions).reshape(data.shape)
+    return record(MaxPoolTiledBackward0, best, (x,), (first,), (kernel,))
+
+
+def _first_maxima(windows: np.ndarray, best: np.ndarray, positions: list) -> np.ndarray:
+    """A mask of the windows view's shape: each window's first maximum, row-major inside the
+    window, as torch (the first NaN where there is one)."""
     nan = bool(np.isnan(best).any())  # NaN is the maximum of its window, at its first position
-    first = np.zeros(tiled, dtype=bool)
+    first = np.zeros(windows.shape, dtype=bool)
     taken = np.zeros(best.shape, dtype=bool)
     for at in positions:
         here = windows[at] == best
@@ -137,7 +151,7 @@ def _tiled_max_pool(x: Tensor, kernel: tuple[int, ...]) -> Tensor:
         here &= ~taken
         first[at] = here
         taken |= here
-    return record(MaxPoolTiledBackward0, best, (x,), (first,), (tiled, data.shape))
+    return first
 
 
 def avg_pool1d(

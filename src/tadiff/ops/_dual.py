@@ -148,6 +148,25 @@ def fast_sum(a: np.ndarray, dims: tuple[int, ...] | None, keepdims: bool) -> np.
     return out.reshape(keepdim_shape(a.shape, dims)) if keepdims else out
 
 
+def channel_rows(a: np.ndarray) -> np.ndarray:
+    """``a`` of shape ``(N, C, *rest)`` as rows ``(N, C, prod(rest))`` (a view when
+    contiguous): per-channel statistics then reduce each row along memory."""
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+def channel_sums(rows: np.ndarray) -> np.ndarray:
+    """``(C,)`` sums of rows ``(N, C, L)`` over ``N`` and ``L``: NumPy's pairwise sum of each
+    row, then of the ``N`` row sums (a reduction over axes ``(0, 2)`` at once strides across
+    memory and costs twice as much)."""
+    return np.add.reduce(rows, axis=2).sum(axis=0)
+
+
+def channel_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(C,)`` sums of ``a * b`` over ``N`` and ``L`` for rows ``(N, C, L)``: a dot product per
+    row (no product array), then the ``N`` row results summed."""
+    return np.vecdot(a, b).sum(axis=0)
+
+
 def broadcast_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """A read-only broadcast view like ``np.broadcast_to``, built directly from strides for
     C-contiguous arrays (``np.broadcast_to`` costs microseconds of Python-level setup).
@@ -373,6 +392,7 @@ ARRAY = SimpleNamespace(
     sign=np.sign,
     where=np.where,
     masked=_masked,
+    repeat=lambda x, n, axis: np.asarray(x).repeat(n, axis),
     sum=lambda x, dims, keepdim: fast_sum(np.asarray(x), dims, keepdim),
     mean=lambda x, dims, keepdim: x.mean(axis=dims, keepdims=keepdim),
     cast=lambda x, dtype: np.asarray(x).astype(dtype, copy=False),

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.graph import MultiOutputNode, Node
-from tadiff.ops._dual import ARRAY, GRAPH, keepdim_shape
+from tadiff.ops._dual import ARRAY, GRAPH, channel_dots, channel_rows, channel_sums, keepdim_shape
 
 VJP = Callable[..., Any]
 
@@ -113,16 +113,15 @@ class NativeBatchNormBackward0(Node):
     _frees_args = True
 
     def _apply(self, g: Any, create_graph: bool) -> list[Any]:
-        F = GRAPH if create_graph else ARRAY
         x, weight = self._unpack(create_graph)
         dims, shape, eps, mean, inv = self._args
+        if not create_graph:
+            return self._arrays(g, x, weight, shape, mean, inv)
+        F = GRAPH
         n = math.prod(x.shape[d] for d in dims)
-        if create_graph:
-            centered = x - F.sum(x, dims, True) / n
-            inv = 1.0 / F.sqrt(F.sum(centered * centered, dims, True) / n + eps)
-            xhat = centered * inv
-        else:
-            xhat = (x - mean) * inv
+        centered = x - F.sum(x, dims, True) / n
+        inv = 1.0 / F.sqrt(F.sum(centered * centered, dims, True) / n + eps)
+        xhat = centered * inv
         sum_g = F.sum(g, dims, True)
         sum_gx = F.sum(g * xhat, dims, True)
         producers = self._next
@@ -134,6 +133,29 @@ class NativeBatchNormBackward0(Node):
             dw = F.reshape(sum_gx, (shape[1],))
         if producers[2] is not None:
             db = F.reshape(sum_g, (shape[1],))
+        return [dx, dw, db]
+
+    def _arrays(self, g, x, weight, shape, mean, inv) -> list[Any]:
+        """The plain backward, per channel: with ``a = weight * inv``,
+        ``dx = a g - a mean(g) - a inv**2 mean(g (x - mean)) (x - mean)``, one term per pass
+        over the batch (after one pass for each of the two sums)."""
+        channels = shape[1]
+        mean, inv = mean.reshape(channels), inv.reshape(channels)
+        rows_g, centered = channel_rows(np.asarray(g)), channel_rows(x) - mean[:, None]
+        n = rows_g.shape[0] * rows_g.shape[2]
+        sum_g = channel_sums(rows_g)
+        dot = channel_dots(rows_g, centered)  # sum of g (x - mean)
+        producers = self._next
+        dx = None
+        if producers[0] is not None:
+            a = inv if weight is None else inv * weight
+            centered *= (-a * inv * inv * dot / n)[:, None]
+            centered += (-a * sum_g / n)[:, None]
+            dx = np.multiply(rows_g, a[:, None])
+            dx += centered
+            dx = dx.reshape(x.shape)
+        dw = inv * dot if producers[1] is not None else None
+        db = sum_g if producers[2] is not None else None
         return [dx, dw, db]
 
 
@@ -155,10 +177,12 @@ def _multi(name: str, vjp: VJP) -> type[MultiOpNode]:
 # ---- helpers used by several formulas --------------------------------------------------------
 
 
-def _per_window(tiled: tuple[int, ...]) -> tuple[int, ...]:
-    """``(n, c, o1, 1, o2, 1, ...)`` of an input viewed as windows ``(n, c, o1, k1, o2, k2, ...)``:
-    a pooled gradient's shape, broadcastable over each window."""
-    return (*tiled[:2], *(n if d % 2 == 0 else 1 for d, n in enumerate(tiled[2:])))
+def _spread(F: Any, g: Any, kernel: tuple[int, ...]) -> Any:
+    """A pooled gradient ``(n, c, o1, o2, ...)`` repeated over its windows
+    ``(n, c, o1 k1, o2 k2, ...)`` (tiling windows, stride = kernel)."""
+    for d, k in enumerate(kernel):
+        g = F.repeat(g, k, 2 + d)
+    return g
 
 
 def _masked(F: Any, keep: Any, g: Any) -> Any:
@@ -891,10 +915,7 @@ DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
 # each window's first maximum (a mask); the input's shape as windows, its shape — max pooling
 # whose windows tile the input: each element lies in one window, so no scatter-add
 MaxPoolTiledBackward0 = _node(
-    "MaxPoolTiledBackward0",
-    lambda F, g, first, tiled, shape: F.reshape(
-        F.masked(first, F.broadcast_to(F.reshape(g, _per_window(tiled)), tiled)), shape
-    ),
+    "MaxPoolTiledBackward0", lambda F, g, first, kernel: F.masked(first, _spread(F, g, kernel))
 )
 # ; key
 IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key], frees_args=True)
