@@ -246,3 +246,68 @@ def test_a_matrix_product_plan_serves_each_layout_it_was_made_for(monkeypatch):
         got = k({"x": layout, "w": w})
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     assert len(made) == 3  # the C-ordered layout's plan was reused
+
+
+def test_window_rows_are_copied_as_one_run_across_the_gap_they_step_over(monkeypatch):
+    # the im2col copy of x[b, c, h+i, v+j] reads each output row h as one run through the
+    # columns its windows skip (the merged axis of _gap_merge); what those gap positions hold
+    # reaches only output positions that are dropped, so NaN in columns no window reads (the
+    # hidden columns of a wider array) leaves the result exact, in both dtypes
+    from tadiff.index.compile import vectorized
+
+    merges = []
+    gap_merge = vectorized._gap_merge
+    monkeypatch.setattr(
+        vectorized, "_gap_merge", lambda *a: merges.append(gap_merge(*a)) or merges[-1]
+    )
+    monkeypatch.setattr(vectorized, "_PAIR_PLANS", {})
+    f = define("y[b,o,h,v] = sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])")
+    rng = np.random.default_rng(22)
+    for dtype in (np.float64, np.float32):
+        wide = rng.normal(size=(2, 3, 7, 7)).astype(dtype)
+        wide[..., 6] = np.nan
+        x, w = wide[..., :6], rng.normal(size=(4, 3, 3, 3)).astype(dtype)
+        k = vectorized.lower_numpy(f, {"x": x.shape, "w": w.shape}, dtype)
+        got = k({"x": x, "w": w})
+        expected = f.reference(x=x.astype(np.float64), w=w.astype(np.float64))
+        np.testing.assert_allclose(got, expected, rtol=_TOL[dtype], atol=_TOL[dtype])
+    assert sum(m is not None for m in merges) == 2  # one merge per dtype's plan
+
+
+@pytest.mark.parametrize("hidden", ["finite", "nan in the gap", "inf in the windows"])
+def test_a_contracted_pair_is_read_through_its_gap_against_zeros(monkeypatch, hidden):
+    # a weight gradient's window rows (i, j) are contracted: x is read through the columns
+    # its windows skip and dy is spaced out with zeros there (_GapMerge.spread); a gap holding
+    # NaN (hidden columns of a wider array) or an inf anywhere makes 0 * inf = NaN, and then
+    # the sum without the gap is taken, which the interpreter's value must match (inf included)
+    from tadiff.index.compile import vectorized
+
+    exact_plans = []
+    plan_pair = vectorized._plan_pair
+
+    def recording(*args, **kwargs):
+        if kwargs.get("through_gaps") is False:
+            exact_plans.append(1)
+        return plan_pair(*args, **kwargs)
+
+    monkeypatch.setattr(vectorized, "_plan_pair", recording)
+    monkeypatch.setattr(vectorized, "_PAIR_PLANS", {})
+    spreads = []
+    spread = vectorized._GapMerge.spread
+    monkeypatch.setattr(
+        vectorized._GapMerge, "spread", lambda m, a: spreads.append(1) or spread(m, a)
+    )
+    f = define("dw[o,c,p,q] = sum[b,i,j](dy[b,o,i,j] * x[b,c,i+p,j+q])")
+    rng = np.random.default_rng(23)
+    wide = rng.normal(size=(2, 3, 7, 7))
+    if hidden == "nan in the gap":
+        wide[..., 6] = np.nan
+    x, dy = wide[..., :6], rng.normal(size=(2, 4, 5, 4))
+    if hidden == "inf in the windows":
+        x[1, 2, 3, 1] = np.inf
+    k = vectorized.lower_numpy(f, {"x": x.shape, "dy": dy.shape}, np.float64)
+    for _ in range(2):  # the plan is kept, and checked again on each call
+        got = k({"x": x, "dy": dy})
+        np.testing.assert_allclose(got, f.reference(x=x, dy=dy), rtol=1e-12, atol=1e-12)
+    assert spreads and len(exact_plans) == (0 if hidden == "finite" else 1)
+    assert (hidden != "inf in the windows") == bool(np.isfinite(got).all())

@@ -74,9 +74,8 @@ from collections.abc import Callable, Mapping
 from math import gcd
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from tadiff._array import pad_constant
+from tadiff._array import pad_constant, strided_view
 from tadiff.parallel import blas_threads_for, run_blocks
 
 Arrays = Mapping[str, np.ndarray]
@@ -557,8 +556,8 @@ class _Plan:
         base, shape, view, native, new = op.relayout
         item = self.dtype.itemsize
         buffer = np.zeros(shape, dtype=self.dtype)
-        target = as_strided(buffer, view, tuple(s * item for s in new))
-        target[...] = as_strided(flat[base:], view, tuple(s * item for s in native))
+        target = strided_view(buffer, view, tuple(s * item for s in new), writeable=True)
+        target[...] = strided_view(flat, view, tuple(s * item for s in native), start=(base,))
         return buffer.reshape(-1)
 
     def _relayout(self, op: _Operand, array: np.ndarray) -> np.ndarray:
@@ -574,11 +573,11 @@ class _Plan:
                     if b == a
                 )
             )
-        start = array[tuple(slice(c, None) for _, c in op.forms)]
+        start = tuple(c for _, c in op.forms)
         item = self.dtype.itemsize
         buffer = np.zeros(shape, dtype=self.dtype)
-        target = as_strided(buffer, view, tuple(s * item for s in new))
-        target[...] = as_strided(start, view, tuple(strides), writeable=False)
+        target = strided_view(buffer, view, tuple(s * item for s in new), writeable=True)
+        target[...] = strided_view(array, view, tuple(strides), start=start)
         return buffer.reshape(-1)
 
     def _matrices(self, flats, offsets) -> list[np.ndarray]:
@@ -587,7 +586,7 @@ class _Plan:
             self.ops, flats, offsets, self.views, strict=True
         ):
             item = self.dtype.itemsize
-            m = as_strided(flat[offset:], shape, tuple(s * item for s in strides))
+            m = strided_view(flat, shape, tuple(s * item for s in strides), start=(offset,))
             out.append(np.ascontiguousarray(m) if op.copy else m)
         return out
 
@@ -650,7 +649,7 @@ class _Plan:
                 self._run_stacked_out(flats, buffer)
             if self.scale != 1:
                 buffer *= self.scale
-            return as_strided(buffer, self.result_shape, self.result_strides)
+            return strided_view(buffer, self.result_shape, self.result_strides, writeable=True)
         buffer = np.empty(self.buffer, dtype=self.dtype)
         tmp = None
         n_out, n_k = self.n_out, self.n_k
@@ -683,7 +682,7 @@ class _Plan:
                     np.matmul(a, b, out=dest)
         if self.scale != 1:
             buffer *= self.scale
-        return as_strided(buffer, self.result_shape, self.result_strides)
+        return strided_view(buffer, self.result_shape, self.result_strides, writeable=True)
 
 
 def _pads(shape, forms: list[Form], length) -> list[tuple[int, int]]:
@@ -729,13 +728,11 @@ def _box(shape, forms: list[Form], at: Mapping[int, int], axes: list[int], lengt
 def _view(array: np.ndarray, forms: list[Form], at: Mapping[int, int], axes: list[int], shape):
     """The strided view of ``array`` over ``axes`` (with ``shape``), starting where every
     index variable has its value in ``at`` (0 if absent); reads any strides, even 0."""
-    start = tuple(
-        slice(const + sum(k * at.get(a, 0) for a, k in co.items()), None) for co, const in forms
-    )
+    start = tuple(const + sum(k * at.get(a, 0) for a, k in co.items()) for co, const in forms)
     strides = [
         sum(co.get(a, 0) * s for (co, _), s in zip(forms, array.strides, strict=True)) for a in axes
     ]
-    return as_strided(array[start], tuple(shape), tuple(strides), writeable=False)
+    return strided_view(array, tuple(shape), tuple(strides), start=start)
 
 
 class _BlockPlan:
@@ -902,7 +899,7 @@ class _BlockPlan:
             run_blocks(self.nb, make_worker, flops=self.flops // self.nb)
         if self.scale != 1:
             buffer *= self.scale
-        return as_strided(buffer, self.result_shape, self.result_strides)
+        return strided_view(buffer, self.result_shape, self.result_strides, writeable=True)
 
     def _run_out_windows(self, big: np.ndarray, small: np.ndarray, buffer: np.ndarray) -> None:
         """The weight gradient: per block ``cols`` times the small block's transpose, into the

@@ -41,7 +41,7 @@ from math import gcd, lcm, prod
 
 import numpy as np
 
-from tadiff._array import pad_constant
+from tadiff._array import pad_constant, strided_view
 from tadiff.index.compile._affine import integer_form
 from tadiff.index.compile._window_gemm import (
     WINDOW_MIN_SIDE,
@@ -375,7 +375,9 @@ class _Planner:
             for a in range(ndim)
         ]
         g_pos = {a: len(regular) + k for k, a in enumerate(g_axes)}
-        origin_index = tuple(slice(i, None) for i in start)
+        origin = tuple(start)
+        # the axes of the gathered irregular indices follow the regular ones
+        origin_taken = (*origin, *(0,) * (0 if take is None else take.ndim))
         n_irr = int(np.prod([shape[d] for d in irregular], dtype=np.int64))
 
         known_strides: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -406,8 +408,8 @@ class _Planner:
                 if len(known_strides) >= LAYOUTS_KEPT:
                     known_strides.clear()
                 strides = known_strides[array.strides] = view_strides(array.strides)
-            origin = array[origin_index]
-            return np.lib.stride_tricks.as_strided(origin, view_shape_t, strides, writeable=False)
+            start = origin if take is None else origin_taken
+            return strided_view(array, view_shape_t, strides, start)
 
         if padded and not irregular:
             # where this access reads padding it contributes a zero factor: a sum mask that
@@ -653,8 +655,12 @@ def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) ->
 _PAIR_PLANS: dict[tuple, Callable] = {}
 
 
-def _plan_pair(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> Callable:
-    """The steps of :func:`_pair_contract` for operands with the layouts of ``a`` and ``b``."""
+def _plan_pair(
+    a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int, through_gaps: bool = True
+) -> Callable:
+    """The steps of :func:`_pair_contract` for operands with the layouts of ``a`` and ``b``
+    (``through_gaps=False``: without reading a contracted pair through its gap)."""
+    a_in, b_in = a, b
     a_axes = {x for x in range(ndim) if a.shape[x] != 1}
     b_axes = {x for x in range(ndim) if b.shape[x] != 1}
     only_a_summed = tuple(sorted((a_axes - b_axes) & summed))
@@ -665,24 +671,51 @@ def _plan_pair(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> Cal
         b = b.sum(axis=only_b_summed, keepdims=True)
     a_axes -= set(only_a_summed)
     b_axes -= set(only_b_summed)
-    # axes in order of decreasing stride, and each operand copied with its smallest-stride group
-    # last (a transposed matrix is fine for BLAS): the im2col copy of a strided view then runs
-    # along memory instead of across it
     big = a if a.size >= b.size else b
     batch = _by_stride(big, (a_axes & b_axes) - summed)
     contracted = _by_stride(big, a_axes & b_axes & summed)
     rows = _by_stride(a, a_axes - b_axes)
     cols = _by_stride(b, b_axes - a_axes)
+    # each operand is copied with the group that gives the longest contiguous runs innermost
+    # (a transposed matrix is fine for BLAS): the im2col copy of a strided view then runs along
+    # memory instead of across it
+    a_flip = _inner_last(a, batch, contracted, rows)
+    b_flip = bool(cols and contracted) and not _inner_last(b, batch, contracted, cols)
+    # a kept group copied innermost may step over a gap (a window's rows j inside the padded
+    # width): read it as one longer axis, gap included (see _gap_merge)
+    a_merge = _gap_merge(a, rows) if a_flip else None
+    b_merge = _gap_merge(b, cols) if not b_flip else None
+    if a_merge is not None:
+        a = a_merge.view(a)
+    if b_merge is not None:
+        b = b_merge.view(b)
+    # a contracted pair copied innermost may step over a gap too (a weight gradient's window
+    # rows): one operand is read through it, the other spaced out with zeros there
+    k_merge, k_reads_a = None, False
+    if through_gaps:
+        for reads_a in (a is big, a is not big):
+            reader, innermost = (a, not a_flip) if reads_a else (b, b_flip)
+            if innermost:
+                k_merge = _gap_merge(reader, _by_stride(reader, set(contracted)))
+                if k_merge is not None:
+                    k_reads_a = reads_a
+                    break
+    if k_merge is not None:
+        a, b = (
+            (k_merge.view(a), k_merge.spread(b))
+            if k_reads_a
+            else (k_merge.spread(a), k_merge.view(b))
+        )
     nb, nk = _size(batch, a), _size(contracted, a)
     na, nc = _size(rows, a), _size(cols, b)
-    if rows and contracted and _fastest(a, rows) < _fastest(a, contracted):
-        a_perm, a_mat, a_flip = _squeezing(a, batch + contracted + rows), (nb, nk, na), True
+    if a_flip:
+        a_perm, a_mat = _squeezing(a, batch + contracted + rows), (nb, nk, na)
     else:
-        a_perm, a_mat, a_flip = _squeezing(a, batch + rows + contracted), (nb, na, nk), False
-    if cols and contracted and _fastest(b, contracted) < _fastest(b, cols):
-        b_perm, b_mat, b_flip = _squeezing(b, batch + cols + contracted), (nb, nc, nk), True
+        a_perm, a_mat = _squeezing(a, batch + rows + contracted), (nb, na, nk)
+    if b_flip:
+        b_perm, b_mat = _squeezing(b, batch + cols + contracted), (nb, nc, nk)
     else:
-        b_perm, b_mat, b_flip = _squeezing(b, batch + contracted + cols), (nb, nk, nc), False
+        b_perm, b_mat = _squeezing(b, batch + contracted + cols), (nb, nk, nc)
     order = batch + rows + cols
     dims = [a.shape[x] if x in a_axes else b.shape[x] for x in order]
     # back to ndim axes, in axis order, with size 1 where nothing depends on the axis
@@ -692,10 +725,21 @@ def _plan_pair(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> Cal
         shape[x] = a.shape[x] if x in a_axes else b.shape[x]
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a_pair, b_pair = a, b
         if only_a_summed:
             a = a.sum(axis=only_a_summed, keepdims=True)
         if only_b_summed:
             b = b.sum(axis=only_b_summed, keepdims=True)
+        if a_merge is not None:
+            a = a_merge.view(a)
+        if b_merge is not None:
+            b = b_merge.view(b)
+        if k_merge is not None:
+            a, b = (
+                (k_merge.view(a), k_merge.spread(b))
+                if k_reads_a
+                else (k_merge.spread(a), k_merge.view(b))
+            )
         am = np.transpose(a, a_perm).reshape(a_mat)
         bm = np.transpose(b, b_perm).reshape(b_mat)
         product = np.matmul(
@@ -704,9 +748,116 @@ def _plan_pair(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> Cal
         product = product.reshape(dims)
         if back is not None:
             product = np.transpose(product, back)
-        return product.reshape(shape)
+        product = product.reshape(shape)
+        for merge in (a_merge, b_merge):
+            if merge is not None:
+                product = merge.split(product)
+        if k_merge is not None and not np.isfinite(product).all():
+            # a gap element that is inf or NaN turns its zero partner into NaN: the sum
+            # without the gap decides (it may be non-finite on its own)
+            nonlocal exact
+            if exact is None:
+                exact = _plan_pair(a_in, b_in, summed, ndim, through_gaps=False)
+            return exact(a_pair, b_pair)
+        return product
 
+    exact = None
     return run
+
+
+def _contiguous_run(array: np.ndarray, axes: list[int]) -> int:
+    """Elements that a copy of ``array``, axes in the order ``axes``, moves in one run."""
+    run, step = 1, array.itemsize
+    for x in reversed(axes):
+        if array.shape[x] == 1:
+            continue
+        if array.strides[x] != step:
+            break
+        run *= array.shape[x]
+        step *= array.shape[x]
+    return run
+
+
+def _inner_last(array: np.ndarray, batch: list[int], contracted: list[int], own: list[int]) -> bool:
+    """Whether ``array``'s own axes (its rows or columns) go innermost in its matrix copy,
+    after the contracted ones: where that copy has longer contiguous runs, or, on a tie, where
+    the own axes have the smaller stride."""
+    if not (own and contracted):
+        return False
+    own_last = _contiguous_run(array, batch + contracted + own)
+    contracted_last = _contiguous_run(array, batch + own + contracted)
+    if own_last != contracted_last:
+        return own_last > contracted_last
+    return _fastest(array, own) < _fastest(array, contracted)
+
+
+class _GapMerge:
+    """Two axes ``outer, inner`` of an operand read as one axis, the gap between rows
+    included: an index ``i`` of ``outer`` steps ``n`` elements of ``inner``, ``n > size``.
+
+    ``x[b, c, i + p, j + q]`` over a padded width ``W`` steps ``W`` per row ``i`` and reads
+    ``W - 2`` of them: merged, row ``u = i W + j`` reads ``W`` positions per ``i``, in one
+    contiguous run per window offset where the copy had one per ``i``. Each merged position
+    reads memory between two elements the operand reads (so inside its array).
+
+    * Kept axes (an output's rows): a gap position only reaches the result's gap rows, which
+      :meth:`split` leaves out, since a matrix product's row depends on its operand's row alone.
+    * Contracted axes (a weight gradient's rows): the other operand is spaced out with zeros in
+      the gap (:meth:`spread`), so each gap term is ``0 * (what the gap holds)``; the caller
+      checks that the result is finite, which rules out a gap holding inf or NaN.
+    """
+
+    def __init__(self, outer: int, inner: int, step: int, sizes: tuple[int, int]):
+        self.outer, self.inner, self.step, self.sizes = outer, inner, step, sizes
+        self.length = (sizes[0] - 1) * step + sizes[1]
+
+    def view(self, array: np.ndarray) -> np.ndarray:
+        shape, strides = list(array.shape), list(array.strides)
+        shape[self.outer], shape[self.inner] = self.length, 1
+        strides[self.outer] = array.strides[self.inner]
+        return strided_view(array, tuple(shape), tuple(strides))
+
+    def spread(self, array: np.ndarray) -> np.ndarray:
+        """The other operand of a merged contracted pair: a copy spaced ``step`` apart along the
+        pair, zeros in the gap, merged as :meth:`view` merges the operand read through it. Each
+        gap term is then ``0 * (what the gap holds)``: zero wherever that is finite."""
+        ndim, outer, inner = array.ndim, self.outer, self.inner
+        shape = list(array.shape)
+        shape[inner] = self.step
+        order = [x for x in range(ndim) if x not in (outer, inner)] + [outer, inner]
+        spaced = np.zeros([shape[x] for x in order], array.dtype).transpose(np.argsort(order))
+        index = [slice(None)] * ndim
+        index[inner] = slice(0, self.sizes[1])
+        spaced[tuple(index)] = array
+        return self.view(spaced)
+
+    def split(self, product: np.ndarray) -> np.ndarray:
+        shape, strides = list(product.shape), list(product.strides)
+        shape[self.outer], shape[self.inner] = self.sizes
+        stride = product.strides[self.outer]
+        strides[self.outer], strides[self.inner] = stride * self.step, stride
+        return strided_view(product, tuple(shape), tuple(strides), writeable=True)
+
+
+_GAP_MERGE_WASTE = 2  # the merged axis may be at most this many times the positions kept
+
+
+def _gap_merge(array: np.ndarray, axes: list[int]) -> _GapMerge | None:
+    """The merge of the last two of ``axes`` (in decreasing stride, copied innermost) if they
+    step over a gap that is small beside the rows they keep (see :class:`_GapMerge`)."""
+    if len(axes) < 2:
+        return None
+    outer, inner = axes[-2], axes[-1]
+    (rows, size), (s_outer, s_inner) = (
+        (array.shape[outer], array.shape[inner]),
+        (array.strides[outer], array.strides[inner]),
+    )
+    if rows < 2 or size < 2 or s_inner <= 0 or s_outer <= 0 or s_outer % s_inner:
+        return None
+    step = s_outer // s_inner
+    if not size < step <= _GAP_MERGE_WASTE * size:
+        return None
+    return _GapMerge(outer, inner, step, (rows, size))
 
 
 def _size(axes: list[int], array: np.ndarray) -> int:
