@@ -517,13 +517,20 @@ class _Planner:
                 if gemm is not None:
                     return gemm
             mask_f = None if mask is None else mask.astype(self.dtype)
-            ndim = self.ndim
+            ndim, dtype = self.ndim, self.dtype
+            summed = frozenset(widths)
+            scales: dict[tuple, object] = {}  # per operand shapes: the scale times the
+            # terms of sums no operand spans (worked out once, not per call)
 
             def contract(arrays: Arrays) -> np.ndarray:
                 ops = [p(arrays) for p in plans]
                 if mask_f is not None:
                     ops = _fold_mask(ops, mask_f)
-                return _einsum_reduce(ops, widths, ndim, typed_scale)
+                shapes = tuple(op.shape for op in ops)
+                scale = scales.get(shapes)
+                if scale is None:
+                    scale = scales[shapes] = typed_scale * _uncovered(widths, shapes, dtype)
+                return _einsum_reduce(ops, widths, summed, ndim, scale)
 
             return contract
         inner = self.plan(body)
@@ -579,13 +586,16 @@ def _uncovered(widths: dict[int, int], shapes: list[tuple[int, ...]], dtype) -> 
     return dtype.type(count)
 
 
-def _einsum_reduce(ops: list[np.ndarray], widths: dict[int, int], ndim: int, scale) -> np.ndarray:
-    """Sum over ``axes`` of the broadcast product of ``ops`` (each with ``ndim`` axes), keeping
-    the reduced axes as size 1; einsum picks a contraction order (BLAS where it can)."""
+def _einsum_reduce(
+    ops: list[np.ndarray], widths: dict[int, int], summed: frozenset[int], ndim: int, scale
+) -> np.ndarray:
+    """``scale`` times the sum over the ``summed`` axes (``widths``' keys) of the broadcast
+    product of ``ops`` (each with ``ndim`` axes), keeping the reduced axes as size 1; einsum
+    picks a contraction order (BLAS where it can). The scale counts the terms of sums that no
+    operand spans (:func:`_uncovered`)."""
     axes = list(widths)
-    scale = scale * _uncovered(widths, [op.shape for op in ops], np.dtype(ops[0].dtype))
     if len(ops) == 2:
-        result = _pair_contract(ops[0], ops[1], set(axes), ndim)
+        result = _pair_contract(ops[0], ops[1], summed, ndim)
         return result * scale if scale != 1 else result
     if len(ops) == 1:
         result = _window_sum(ops[0], axes)
@@ -634,7 +644,7 @@ def _fold_mask(ops: list[np.ndarray], mask: np.ndarray) -> list[np.ndarray]:
     return [*ops, mask]
 
 
-def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) -> np.ndarray:
+def _pair_contract(a: np.ndarray, b: np.ndarray, summed: frozenset[int], ndim: int) -> np.ndarray:
     """``sum over summed axes of a * b`` as one batched matrix product (BLAS).
 
     Axes in both operands and kept are the batch, in both and summed are contracted, in one only
@@ -643,7 +653,7 @@ def _pair_contract(a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int) ->
     (:func:`_plan_pair`) and kept, since a small convolution's kernel spends more time deciding
     than multiplying.
     """
-    key = (a.shape, a.strides, b.shape, b.strides, frozenset(summed), ndim)
+    key = (a.shape, a.strides, b.shape, b.strides, summed, ndim)
     plan = _PAIR_PLANS.get(key)
     if plan is None:
         if len(_PAIR_PLANS) >= LAYOUTS_KEPT:
@@ -716,7 +726,10 @@ def _plan_pair(
         b_perm, b_mat = _squeezing(b, batch + cols + contracted), (nb, nc, nk)
     else:
         b_perm, b_mat = _squeezing(b, batch + contracted + cols), (nb, nk, nc)
-    order = batch + rows + cols
+    # the product as rows x columns, or transposed (columns x rows) where the rows hold the
+    # result's innermost axis: the result is then copied out along runs of that axis
+    swap = bool(rows and cols) and max(rows) > max(cols)
+    order = batch + cols + rows if swap else batch + rows + cols
     dims = [a.shape[x] if x in a_axes else b.shape[x] for x in order]
     # back to ndim axes, in axis order, with size 1 where nothing depends on the axis
     back = tuple(int(x) for x in np.argsort(order)) if order else None
@@ -742,16 +755,19 @@ def _plan_pair(
             )
         am = np.transpose(a, a_perm).reshape(a_mat)
         bm = np.transpose(b, b_perm).reshape(b_mat)
-        product = np.matmul(
-            am.transpose(0, 2, 1) if a_flip else am, bm.transpose(0, 2, 1) if b_flip else bm
-        )
-        product = product.reshape(dims)
+        am = am.transpose(0, 2, 1) if a_flip else am  # (batch, rows, contracted)
+        bm = bm.transpose(0, 2, 1) if b_flip else bm  # (batch, contracted, columns)
+        if swap:
+            owner = np.matmul(bm.transpose(0, 2, 1), am.transpose(0, 2, 1))
+        else:
+            owner = np.matmul(am, bm)
+        product = owner.reshape(dims)
         if back is not None:
             product = np.transpose(product, back)
         product = product.reshape(shape)
         for merge in (a_merge, b_merge):
             if merge is not None:
-                product = merge.split(product)
+                product = merge.split(product, owner)
         if k_merge is not None and not np.isfinite(product).all():
             # a gap element that is inf or NaN turns its zero partner into NaN: the sum
             # without the gap decides (it may be non-finite on its own)
@@ -831,12 +847,13 @@ class _GapMerge:
         spaced[tuple(index)] = array
         return self.view(spaced)
 
-    def split(self, product: np.ndarray) -> np.ndarray:
+    def split(self, product: np.ndarray, owner: np.ndarray) -> np.ndarray:
         shape, strides = list(product.shape), list(product.strides)
         shape[self.outer], shape[self.inner] = self.sizes
         stride = product.strides[self.outer]
         strides[self.outer], strides[self.inner] = stride * self.step, stride
-        return strided_view(product, tuple(shape), tuple(strides), writeable=True)
+        # a view of the product's own contiguous array (same first element): the fast path
+        return strided_view(owner, tuple(shape), tuple(strides), writeable=True)
 
 
 _GAP_MERGE_WASTE = 2  # the merged axis may be at most this many times the positions kept
@@ -947,7 +964,9 @@ def lower_numpy(
                 if out is None:
                     if fresh and value.shape == sub_shape and value.dtype == dtype:
                         return value
-                    return np.array(np.broadcast_to(value, sub_shape), dtype=dtype)
+                    if value.shape != sub_shape:
+                        value = np.broadcast_to(value, sub_shape)
+                    return np.array(value, dtype=dtype)
                 out[slices] = value
         return out if out is not None else np.zeros(out_shape, dtype=dtype)
 
