@@ -8,6 +8,7 @@ differentiable namespace (``_dual.GRAPH``) for ``create_graph``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -229,7 +230,7 @@ def _graph_prod_others(x: Tensor, dims: Any) -> Tensor:
     dims = tuple(range(x.ndim)) if dims is None else dims
     keep = [i for i in range(x.ndim) if i not in dims]
     moved = permute(x, *(keep + list(dims)))
-    n = int(np.prod([x.shape[i] for i in dims], dtype=np.int64))
+    n = math.prod(x.shape[i] for i in dims)
     flat = reshape(moved, (*moved.shape[: len(keep)], n))
     square = broadcast_to(unsqueeze(flat, -2), (*flat.shape[:-1], n, n))
     others = prod(where(np.eye(n, dtype=bool), 1.0, square), -1)

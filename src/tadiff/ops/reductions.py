@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections import namedtuple
 from typing import Any
@@ -51,8 +52,8 @@ def _dims_keep(
 
 def _count(shape: tuple[int, ...], dims: tuple[int, ...] | None) -> int:
     if dims is None:
-        return int(np.prod(shape, dtype=np.int64))
-    return int(np.prod([shape[i] for i in dims], dtype=np.int64))
+        return math.prod(shape)
+    return math.prod(shape[i] for i in dims)
 
 
 def _reduce_out(out: Any, x: Tensor) -> np.ndarray:
@@ -214,7 +215,7 @@ def amax(
     """Maximum over ``dim``; tied maxima share the gradient equally."""
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    return _extreme(x, dims, keep, np.amax, d.AmaxBackward0, "amax")
+    return _extreme(x, dims, keep, np.maximum.reduce, d.AmaxBackward0, "amax")
 
 
 def amin(
@@ -223,7 +224,7 @@ def amin(
     """Minimum over ``dim``; tied minima share the gradient equally."""
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
-    return _extreme(x, dims, keep, np.amin, d.AminBackward0, "amin")
+    return _extreme(x, dims, keep, np.minimum.reduce, d.AminBackward0, "amin")
 
 
 def _arg_extreme(x: Tensor, dim: Any, keepdim: bool, largest: bool) -> ValuesIndices:
@@ -265,7 +266,7 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
 
         return maximum(x, dim)
     if dim is None:
-        return _extreme(x, None, False, np.amax, d.MaxBackward1, "max")
+        return _extreme(x, None, False, np.maximum.reduce, d.MaxBackward1, "max")
     return _arg_extreme(x, dim, keepdim, True)
 
 
@@ -278,7 +279,7 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) 
 
         return minimum(x, dim)
     if dim is None:
-        return _extreme(x, None, False, np.amin, d.MinBackward1, "min")
+        return _extreme(x, None, False, np.minimum.reduce, d.MinBackward1, "min")
     return _arg_extreme(x, dim, keepdim, False)
 
 

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 from weakref import ref
 
@@ -137,7 +138,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if s > e:
         raise InputError(f"flatten() has invalid args: start_dim {start_dim} > end_dim {end_dim}")
     shape = x.data.shape
-    return reshape(x, (*shape[:s], int(np.prod(shape[s : e + 1])), *shape[e + 1 :]))
+    return reshape(x, (*shape[:s], math.prod(shape[s : e + 1]), *shape[e + 1 :]))
 
 
 def transpose(x: Tensor, *dims: Any) -> Tensor:

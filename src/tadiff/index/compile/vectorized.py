@@ -753,8 +753,8 @@ def _plan_pair(
                 if k_reads_a
                 else (k_merge.spread(a), k_merge.view(b))
             )
-        am = np.transpose(a, a_perm).reshape(a_mat)
-        bm = np.transpose(b, b_perm).reshape(b_mat)
+        am = a.transpose(a_perm).reshape(a_mat)  # methods: np.transpose's dispatch costs more
+        bm = b.transpose(b_perm).reshape(b_mat)
         am = am.transpose(0, 2, 1) if a_flip else am  # (batch, rows, contracted)
         bm = bm.transpose(0, 2, 1) if b_flip else bm  # (batch, contracted, columns)
         if swap:
@@ -763,7 +763,7 @@ def _plan_pair(
             owner = np.matmul(am, bm)
         product = owner.reshape(dims)
         if back is not None:
-            product = np.transpose(product, back)
+            product = product.transpose(back)
         product = product.reshape(shape)
         for merge in (a_merge, b_merge):
             if merge is not None:
@@ -823,9 +823,16 @@ class _GapMerge:
       checks that the result is finite, which rules out a gap holding inf or NaN.
     """
 
-    def __init__(self, outer: int, inner: int, step: int, sizes: tuple[int, int]):
+    def __init__(self, outer: int, inner: int, step: int, sizes: tuple[int, int], ndim: int):
         self.outer, self.inner, self.step, self.sizes = outer, inner, step, sizes
         self.length = (sizes[0] - 1) * step + sizes[1]
+        # spread's layout: the pair innermost (outer, then inner), the other axes before it
+        others = tuple(x for x in range(ndim) if x not in (outer, inner))
+        self.order = (*others, outer, inner)
+        self.back = tuple(self.order.index(x) for x in range(ndim))
+        self.gap_index = tuple(
+            slice(0, sizes[1]) if x == inner else slice(None) for x in range(ndim)
+        )
 
     def view(self, array: np.ndarray) -> np.ndarray:
         shape, strides = list(array.shape), list(array.strides)
@@ -837,14 +844,10 @@ class _GapMerge:
         """The other operand of a merged contracted pair: a copy spaced ``step`` apart along the
         pair, zeros in the gap, merged as :meth:`view` merges the operand read through it. Each
         gap term is then ``0 * (what the gap holds)``: zero wherever that is finite."""
-        ndim, outer, inner = array.ndim, self.outer, self.inner
         shape = list(array.shape)
-        shape[inner] = self.step
-        order = [x for x in range(ndim) if x not in (outer, inner)] + [outer, inner]
-        spaced = np.zeros([shape[x] for x in order], array.dtype).transpose(np.argsort(order))
-        index = [slice(None)] * ndim
-        index[inner] = slice(0, self.sizes[1])
-        spaced[tuple(index)] = array
+        shape[self.inner] = self.step
+        spaced = np.zeros([shape[x] for x in self.order], array.dtype).transpose(self.back)
+        spaced[self.gap_index] = array
         return self.view(spaced)
 
     def split(self, product: np.ndarray, owner: np.ndarray) -> np.ndarray:
@@ -874,7 +877,7 @@ def _gap_merge(array: np.ndarray, axes: list[int]) -> _GapMerge | None:
     step = s_outer // s_inner
     if not size < step <= _GAP_MERGE_WASTE * size:
         return None
-    return _GapMerge(outer, inner, step, (rows, size))
+    return _GapMerge(outer, inner, step, (rows, size), array.ndim)
 
 
 def _size(axes: list[int], array: np.ndarray) -> int:
