@@ -127,14 +127,9 @@ def _tiled_max_pool(x: Tensor, kernel: tuple[int, ...]) -> Tensor:
         np.maximum(best, windows[at], out=best)
     if not needs_grad(x):
         return _make(best)
-    # each element that equals its window's maximum: exactly the first maxima where every
-    # window has one (no ties, no NaN: NaN equals nothing)
-    spread = best
-    for d, k in enumerate(kernel):
-        spread = spread.repeat(k, axis=2 + d)
-    first = data == spread
-    if np.count_nonzero(first) != best.size or np.isnan(best).any():
-        first = _first_maxima(windows, best, positions).reshape(data.shape)
+    # a comparison of the whole input with the repeated maxima would find them in one pass,
+    # but after a ReLU most windows tie at zero, and the pass for the first of each costs more
+    first = _first_maxima(windows, best, positions).reshape(data.shape)
     return record(MaxPoolTiledBackward0, best, (x,), (first,), (kernel,))
 
 
