@@ -21,17 +21,18 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from tadiff.autograd.function import Function
 from tadiff.autograd.grad_mode import is_grad_enabled
-from tadiff.autograd.tensor import Tensor
+from tadiff.autograd.graph import Node, record
+from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError
 from tadiff.index.compile.cache import kernel
 
 __all__ = [
-    "IndexOp",
+    "IndexOpBackward",
     "call_engine",
     "evaluate_arrays",
     "evaluate_gradients",
@@ -118,44 +119,40 @@ def saved_output(fn, derivative, output: np.ndarray) -> dict[str, tuple]:
     return {fn.out_name: (fn, output)}
 
 
-class IndexOp(Function):
-    """The engine Function of an index-notation definition (see the module docstring)."""
+class IndexOpBackward(Node):
+    """The recorded node of an index-notation call (see the module docstring).
 
-    @staticmethod
-    def forward(ctx, fn, backend, *tensors):
-        values = dict(zip(fn.args, tensors, strict=True))
-        ctx.fn, ctx.backend = fn, backend
-        out = Tensor(evaluate_arrays(fn, values, backend))
-        # the output is saved too where a needed derivative reads it instead of recomputing the
-        # forward (so modifying it in place before the backward is an error, as in torch)
-        needed = [n for n, need in zip(fn.args, ctx.needs_input_grad[2:], strict=True) if need]
-        reads = any(fn.grad_reads_output(n) for n in needed)
-        ctx.save_for_backward(*tensors, out if reads else None)
-        return out
+    Saved: the call's argument Tensors, then its output where a needed derivative reads it.
+    Args: ``(fn, backend, reads_output)``. Inputs whose producer is None need no gradient.
+    """
 
-    @staticmethod
-    def backward(ctx, grad):
-        fn, backend = ctx.fn, ctx.backend
-        *tensors, out = ctx.saved_tensors
-        values = {**dict(zip(fn.args, tensors, strict=True)), fn.grad_name: grad}
-        needed = ctx.needs_input_grad[2:]
-        wrts = tuple(n for n, need in zip(fn.args, needed, strict=True) if need)
-        if not is_grad_enabled() and wrts:
+    __slots__ = ()
+
+    def _apply(self, grad: Any, create_graph: bool) -> list[Any]:
+        fn, backend, reads_output = self._args
+        saved = self._unpack(create_graph)
+        inputs = saved[: len(fn.args)]
+        values = {**dict(zip(fn.args, inputs, strict=True)), fn.grad_name: grad}
+        needed = [p is not None for p in self._next]
+        if not create_graph:
             # every needed derivative at once: those sharing loops run as one nest
-            output = None if out is None else out.data
+            wrts = tuple(n for n, need in zip(fn.args, needed, strict=True) if need)
+            output = saved[-1] if reads_output else None
             computed = evaluate_gradients(fn, wrts, values, backend, output)
-        grads: list[object] = [None, None]
-        for name, t, need in zip(fn.args, tensors, needed, strict=True):
+            return [
+                computed[n].astype(x.dtype, copy=False) if need else None
+                for n, x, need in zip(fn.args, inputs, needed, strict=True)
+            ]
+        grads: list[Any] = []
+        for name, t, need in zip(fn.args, inputs, needed, strict=True):
             if not need:
                 grads.append(None)
-            elif is_grad_enabled():
-                # create_graph: record the derivative as an op of its own, differentiable again
-                derivative = fn.grad(name)
-                g = call_engine(derivative, {n: values[n] for n in derivative.args}, backend)
-                grads.append(g if g.data.dtype == t.data.dtype else g.to(t.data.dtype))
-            else:
-                grads.append(computed[name].astype(t.data.dtype, copy=False))
-        return tuple(grads)
+                continue
+            # create_graph: record the derivative as an op of its own, differentiable again
+            derivative = fn.grad(name)
+            g = call_engine(derivative, {n: values[n] for n in derivative.args}, backend)
+            grads.append(g if g.data.dtype == t.data.dtype else g.to(t.data.dtype))
+        return grads
 
 
 def call_engine(fn, values: Mapping[str, object], backend: str = "auto") -> Tensor:
@@ -169,7 +166,13 @@ def call_engine(fn, values: Mapping[str, object], backend: str = "auto") -> Tens
     Returns:
         A Tensor of ``fn``'s output shape; float32 when every float argument is float32.
     """
-    tensors = [
+    tensors = tuple(
         v if isinstance(v, Tensor) else Tensor(np.asarray(v)) for v in (values[n] for n in fn.args)
-    ]
-    return IndexOp.apply(fn, backend, *tensors)
+    )
+    data = evaluate_arrays(fn, dict(zip(fn.args, tensors, strict=True)), backend)
+    if not (is_grad_enabled() and any(t._rg for t in tensors)):
+        return _make(data)
+    # the output is saved too where a needed derivative reads it instead of recomputing the
+    # forward (so modifying it in place before the backward is an error, as in torch)
+    reads = any(fn.grad_reads_output(n) for n, t in zip(fn.args, tensors, strict=True) if t._rg)
+    return record(IndexOpBackward, data, tensors, tensors, (fn, backend, reads), save_result=reads)
