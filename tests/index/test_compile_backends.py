@@ -311,3 +311,27 @@ def test_a_contracted_pair_is_read_through_its_gap_against_zeros(monkeypatch, hi
         np.testing.assert_allclose(got, f.reference(x=x, dy=dy), rtol=1e-12, atol=1e-12)
     assert spreads and len(exact_plans) == (0 if hidden == "finite" else 1)
     assert (hidden != "inf in the windows") == bool(np.isfinite(got).all())
+
+
+def test_a_kept_matrix_product_plan_holds_no_operand_array(monkeypatch):
+    # plans are cached per operand layout for the life of the process: an operand's memory
+    # (a large batch's window view) must be freed with the call, also where the plan falls
+    # back to the sum without the gap (made from the arrays of the call that needs it)
+    import gc
+    import weakref
+
+    from tadiff.index.compile import vectorized
+
+    monkeypatch.setattr(vectorized, "_PAIR_PLANS", {})
+    f = define("dw[o,c,p,q] = sum[b,i,j](dy[b,o,i,j] * x[b,c,i+p,j+q])")
+    rng = np.random.default_rng(24)
+    k = vectorized.lower_numpy(f, {"x": (2, 3, 7, 6), "dy": (2, 4, 5, 4)}, np.float64)
+    for hidden in (0.0, np.inf):
+        x, dy = rng.normal(size=(2, 3, 7, 6)), rng.normal(size=(2, 4, 5, 4))
+        x[0, 0, 0, 5] = hidden  # inf: the result is not finite, the exact plan is made
+        freed = weakref.ref(x)
+        k({"x": x, "dy": dy})
+        del x
+        gc.collect()
+        assert freed() is None
+    assert len(vectorized._PAIR_PLANS) == 1

@@ -669,8 +669,8 @@ def _plan_pair(
     a: np.ndarray, b: np.ndarray, summed: set[int], ndim: int, through_gaps: bool = True
 ) -> Callable:
     """The steps of :func:`_pair_contract` for operands with the layouts of ``a`` and ``b``
-    (``through_gaps=False``: without reading a contracted pair through its gap)."""
-    a_in, b_in = a, b
+    (``through_gaps=False``: without reading a contracted pair through its gap). The plan keeps
+    no array: it is cached, and an operand's memory must not outlive the call."""
     a_axes = {x for x in range(ndim) if a.shape[x] != 1}
     b_axes = {x for x in range(ndim) if b.shape[x] != 1}
     only_a_summed = tuple(sorted((a_axes - b_axes) & summed))
@@ -773,7 +773,7 @@ def _plan_pair(
             # without the gap decides (it may be non-finite on its own)
             nonlocal exact
             if exact is None:
-                exact = _plan_pair(a_in, b_in, summed, ndim, through_gaps=False)
+                exact = _plan_pair(a_pair, b_pair, summed, ndim, through_gaps=False)
             return exact(a_pair, b_pair)
         return product
 
