@@ -182,6 +182,10 @@ def _add_by_lines(out: np.ndarray, axis: int, index: np.ndarray, values: np.ndar
     if out.ndim == 1:
         np.add.at(out, index, values)
         return
+    if out.ndim == 2 and axis == 0:  # rows of a matrix (forces per point): one line per column
+        for j in range(out.shape[1]):
+            np.add.at(out[:, j], index, values[:, j])
+        return
     others = out.shape[:axis] + out.shape[axis + 1 :]
     whole = slice(None)
     for position in itertools.product(*map(range, others)):

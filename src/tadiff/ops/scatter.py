@@ -137,7 +137,10 @@ def _index_add_operands(
     ax = norm_dim(dim, max(x.ndim, 1))
     idx = _index_1d(index, "index_add")
     source = _source(x, ax, idx, source, "index_add")
-    if idx.size and (idx.min() < 0 or idx.max() >= (x.shape[ax] if x.ndim else 1)):
+    # ufunc reductions: the array methods' Python wrappers cost as much as the scatter
+    if idx.size and (
+        np.minimum.reduce(idx) < 0 or np.maximum.reduce(idx) >= (x.shape[ax] if x.ndim else 1)
+    ):
         raise IndexingError(
             f"index_add(): index out of range in self (indices {idx.min()}..{idx.max()} along "
             f"dim {dim} of size {x.shape[ax] if x.ndim else 1})"
