@@ -271,6 +271,9 @@ def test_window_rows_are_copied_as_one_run_across_the_gap_they_step_over(monkeyp
         got = k({"x": x, "w": w})
         expected = f.reference(x=x.astype(np.float64), w=w.astype(np.float64))
         np.testing.assert_allclose(got, expected, rtol=_TOL[dtype], atol=_TOL[dtype])
+        # the product comes out transposed (channels outermost); the result is copied row-major,
+        # as torch's convolution returns it
+        assert got.flags.c_contiguous
     assert sum(m is not None for m in merges) == 2  # one merge per dtype's plan
 
 

@@ -969,7 +969,7 @@ def lower_numpy(
                         return value
                     if value.shape != sub_shape:
                         value = np.broadcast_to(value, sub_shape)
-                    return np.array(value, dtype=dtype)
+                    return np.array(value, dtype=dtype, order="C")
                 out[slices] = value
         return out if out is not None else np.zeros(out_shape, dtype=dtype)
 
