@@ -148,11 +148,12 @@ def plan_shifted_sum(
     product = _batched_product(letters, x_shape, k_shape)
     # the work array: P's layout without the window, m axes read as the coupled output axes
     m_us = [name[len("~m_") :] for name in letters["m"]]
-    work_vars = [*letters["shared"], *m_us, *letters["rows"], *letters["cols"]]
+    work_vars = [*letters["shared"], *letters["cols"], *m_us, *letters["rows"]]
     work_shape = tuple(sizes[v] for v in work_vars)
     to_out = [work_vars.index(v) for v in out_vars]
     by_u = {p.u: p for p in pairs}
     batch = (slice(None),) * len(letters["shared"])
+    whole_cols = (slice(None),) * len(letters["cols"])
     offsets = []
     for ks in itertools.product(*(range(n) for n in window)):
         at = dict(zip((p.u for p in pairs), ks, strict=True))
@@ -164,7 +165,9 @@ def plan_shifted_sum(
             work_index.append(slice(lo, hi))
             p_index.append(slice(lo - t, hi - t))
         if all(sl.start < sl.stop for sl in work_index):
-            offsets.append(((*batch, *work_index), (*ks, *batch, *p_index)))
+            offsets.append(
+                ((*batch, *whole_cols, *work_index), (*batch, *ks, *whole_cols, *p_index))
+            )
 
     def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
         x = np.asarray(arrays[shifted.name], dtype=dtype).reshape(x_shape)
@@ -188,10 +191,13 @@ def plan_shifted_sum(
 
 
 def _batched_product(letters, x_shape, k_shape):
-    """``P`` (axes ``window, shared, m, rows, cols``) as one batched matrix product of the
-    operands laid out as ``(shared, m + rows, contracted)`` and
-    ``(window, shared, contracted, cols)``: the shifted operand is broadcast over the window,
-    and the product comes out in the layout the shifted additions read (no copy of ``P``)."""
+    """``P`` (axes ``shared, window, cols, m, rows``) as one matrix product per value of the
+    shared axes: the other operand laid out as ``(shared, window + cols, contracted)``, the
+    shifted one as ``(shared, contracted, m + rows)``. The window joins the product's short
+    side: one wide product instead of a narrow one per offset, 1.5x (float32) to 1.9x (float64)
+    faster for the input gradient of a 3 x 3, 8 -> 16 channel convolution of 32 images of
+    8 x 8, which pays for laying the shifted operand out with its rows last. Each offset's
+    block of ``P`` is contiguous, as the shifted additions read it."""
     s_axes, k_axes = letters["s_axes"], letters["k_axes"]
     size = {**dict(zip(s_axes, x_shape, strict=True)), **dict(zip(k_axes, k_shape, strict=True))}
     window, shared, contracted = letters["window"], letters["shared"], letters["contracted"]
@@ -200,18 +206,17 @@ def _batched_product(letters, x_shape, k_shape):
     def count(names):
         return math.prod(size[v] for v in names)
 
-    s_perm = [s_axes.index(v) for v in (*shared, *rows, *contracted)]
-    k_perm = [k_axes.index(v) for v in (*window, *shared, *contracted, *cols)]
-    window_sizes = tuple(size[v] for v in window)
-    s_mat = (1,) * len(window) + (count(shared), count(rows), count(contracted))
-    k_mat = (*window_sizes, count(shared), count(contracted), count(cols))
-    p_shape = tuple(size[v] for v in (*window, *shared, *rows, *cols))
+    s_perm = [s_axes.index(v) for v in (*shared, *contracted, *rows)]
+    k_perm = [k_axes.index(v) for v in (*shared, *window, *cols, *contracted)]
+    s_mat = (count(shared), count(contracted), count(rows))
+    k_mat = (count(shared), count(window) * count(cols), count(contracted))
+    p_shape = tuple(size[v] for v in (*shared, *window, *cols, *rows))
     multiply = not contracted  # an inner length of 1: a broadcast product, not BLAS calls
 
     def product(x: np.ndarray, k: np.ndarray) -> np.ndarray:
         sm = x.transpose(s_perm).reshape(s_mat)
         km = k.transpose(k_perm).reshape(k_mat)
-        p = sm * km if multiply else np.matmul(sm, km)
+        p = km * sm if multiply else np.matmul(km, sm)
         return p.reshape(p_shape)
 
     return product
@@ -310,14 +315,15 @@ def _roles(forms, accesses, shapes, out_vars, sum_vars):
     covered = set(x_out) | set(k_out) | {p.u for p in pairs}
     if covered != outs:
         return None
-    # P's axes, the batched matrix product's own layout: the window first (each offset is then
-    # one block of P), the output axes of both operands (the product's batch), the shifted
-    # operand's m axes and its other output axes (rows), the other operand's (columns). The work
-    # array the shifted blocks are added into has the same layout, m axes read as the output's
+    # P's axes, the matrix product's own layout: the output axes of both operands (the
+    # product's batch), the window and the other operand's output axes (one side of the
+    # product: each window offset is then one block of P), the shifted operand's m axes and its
+    # other output axes (the other side, the long one). The work array the shifted blocks are
+    # added into has P's layout without the window, m axes read as the output's
     shared = [v for v in x_out if v in p_axes_plain]
     m_axes = [v for v in s_axes if v.startswith("~m_")]
     x_only = [v for v in x_out if v not in shared]
-    p_axes = [*(p.k_name for p in pairs), *shared, *m_axes, *x_only, *k_out]
+    p_axes = [*shared, *(p.k_name for p in pairs), *k_out, *m_axes, *x_only]
     symbols = {}
     for name in [*s_axes, *p_axes_plain, *p_axes]:
         if name not in symbols:
