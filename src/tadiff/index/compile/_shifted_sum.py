@@ -7,9 +7,9 @@ product. Where the output has fewer channels than the contracted side (an input 
 ``dx`` whose input has fewer channels than the output: ``c < o``), it is cheaper to contract
 first and shift after:
 
-* ``P[b, m, c, k] = sum[o](dy[b, o, m] * w[o, c, k])`` — one product of the operands as they
-  are (BLAS through ``np.einsum``), ``b * m * c * K`` values, fewer than im2col's copy when
-  ``c < o``;
+* ``P[b, m, c, k] = sum[o](dy[b, o, m] * w[o, c, k])`` — one product of the operands (one
+  BLAS product, the window offsets side by side), ``b * m * c * K`` values, fewer than
+  im2col's copy when ``c < o``;
 * ``out[b, c, r] = sum[k](P[b, r - k, c, k])`` — for each window offset ``k`` one addition of
   a shifted view of ``P`` into the output (the gather form of col2im: each output element reads
   what it needs, nothing is scattered).
