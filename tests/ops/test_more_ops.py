@@ -388,6 +388,36 @@ def test_index_add_in_place_without_recording_matches_torch(mode):
         np.testing.assert_allclose(ours, theirs, rtol=1e-15, atol=1e-15)
 
 
+def test_recorded_index_add_in_place_matches_torch():
+    """Recorded, into a tensor that is not a view: the sum goes into its memory and one node
+    takes its history and the source (the cloth's force scatter). Against torch: the
+    gradients of both, a view taken before the write that follows it, a node that saved the
+    tensor refusing to run, and a leaf that requires grad refused."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x0, src0 = rng.standard_normal((5, 2)), rng.standard_normal((7, 2))
+    index = np.array([0, 4, 4, 1, 0, 2, 4])
+    upstream = rng.standard_normal((5, 2))
+    grads = []
+    for m in (td, torch):
+        x = m.tensor(x0, requires_grad=True)
+        src = m.tensor(src0, requires_grad=True)
+        forces = x * 2.0  # a tensor with a history, not a leaf
+        row = forces[1:3]  # a live view made before the write
+        saved = forces * forces  # saves forces: must refuse after the write
+        out = forces.index_add_(0, m.tensor(index), src, alpha=0.5)
+        assert out is forces
+        assert type(forces.grad_fn).__name__ == "IndexAddBackward0"
+        ((forces * m.tensor(upstream)).sum() + (row * row).sum()).backward()
+        grads.append((x.grad.numpy().copy(), src.grad.numpy().copy(), row.detach().numpy().copy()))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            saved.sum().backward()
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            m.zeros(5, 2, dtype=m.float64, requires_grad=True).index_add_(0, m.tensor([0]), src[:1])
+    for ours, theirs in zip(*grads, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-14, atol=1e-14)
+
+
 @pytest.mark.parametrize("base_shape", [(), (3,), (2, 3)])
 @pytest.mark.parametrize("exponent", ["number", "0-d tensor", "1-element tensor"])
 def test_pow_one_half_at_minus_infinity_and_minus_zero_matches_torch(base_shape, exponent):

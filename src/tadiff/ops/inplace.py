@@ -62,7 +62,7 @@ def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) 
         )
     recording = _state.enabled and (t._rg or any(isinstance(a, Tensor) and a._rg for a in args))
     if recording:
-        _refuse_leaf(t, name)
+        refuse_leaf(t, name)
         old = _make(t.data.copy(), t.grad_fn, t._output_nr)
         old._rg = t._rg
         result = op(old, *args)
@@ -79,11 +79,11 @@ def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) 
         raise AutogradError(f"{name}: cannot write into this tensor's memory: {exc}") from None
     if recording:
         if base is None:
-            _adopt(t, result)
+            adopt(t, result)
             base = t
         else:
             _copy_slices(base, t, result)
-        _reattach_views(base)
+        reattach_views(base)
     vc = t._vc
     if vc is None:
         vc = t._vc = [0]
@@ -91,7 +91,7 @@ def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) 
     return t
 
 
-def _refuse_leaf(t: Tensor, name: str) -> None:
+def refuse_leaf(t: Tensor, name: str) -> None:
     if t.grad_fn is None and t._rg:
         raise AutogradError(
             f"a leaf Variable that requires grad is being used in an in-place operation "
@@ -99,7 +99,7 @@ def _refuse_leaf(t: Tensor, name: str) -> None:
         )
 
 
-def _adopt(t: Tensor, result: Tensor) -> None:
+def adopt(t: Tensor, result: Tensor) -> None:
     """Give ``t`` the graph of ``result`` (computed from ``t``'s old value)."""
     t.grad_fn = result.grad_fn
     t._output_nr = result._output_nr
@@ -112,10 +112,10 @@ def _copy_slices(base: Tensor, view: Tensor, result: Tensor) -> None:
     kept = np.ones(base.data.shape, base.data.dtype)
     kept.reshape(-1)[pos] = 0
     # base's edge is taken from its current (old) graph: the node saves no values of it
-    _adopt(base, record(d.CopySlices, base.data, (base, result), (), (pos, kept)))
+    adopt(base, record(d.CopySlices, base.data, (base, result), (), (pos, kept)))
 
 
-def _reattach_views(base: Tensor) -> None:
+def reattach_views(base: Tensor) -> None:
     """Point every live view of ``base`` made while recording at ``base``'s new graph."""
     views = base._meta.views if base._meta is not None else None
     if not views:
@@ -129,7 +129,7 @@ def _reattach_views(base: Tensor) -> None:
         if not view._meta.view_no_grad:
             pos = view_positions(base.data, view.data)
             args = (pos, base.data.shape)
-            _adopt(view, record(d.AsStridedBackward0, view.data, (base,), (), args))
+            adopt(view, record(d.AsStridedBackward0, view.data, (base,), (), args))
     views[:] = alive
 
 
@@ -177,7 +177,7 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
         return _apply_inplace(t, index_put, key, v, name=name)
     recording = _state.enabled and (t._rg or v._rg)
     if recording:
-        _refuse_leaf(t, name)
+        refuse_leaf(t, name)
         # IndexPutBackward0 saves nothing of the old value: its node and shape are enough
         old = _make(t.data, t.grad_fn, t._output_nr)
         old._rg = t._rg
@@ -186,8 +186,8 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
     key, _ = normalize_key(key)
     write(t.data, key, v)
     if recording:
-        _adopt(t, record(d.IndexPutBackward0, t.data, (old, v), (), (key, v.data.shape)))
-        _reattach_views(t)
+        adopt(t, record(d.IndexPutBackward0, t.data, (old, v), (), (key, v.data.shape)))
+        reattach_views(t)
     vc = t._vc
     if vc is None:
         vc = t._vc = [0]

@@ -24,7 +24,7 @@ from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
 from tadiff.ops._dual import _full_index
 from tadiff.ops.indexing import getitem, index_put, scatter_add
-from tadiff.ops.inplace import inplace_of
+from tadiff.ops.inplace import adopt, inplace_of, reattach_views, refuse_leaf
 from tadiff.ops.shape import broadcast_to
 
 __all__ = ["index_add", "index_add_", "index_copy", "index_fill", "masked_select", "scatter"]
@@ -106,19 +106,29 @@ def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) ->
 
 
 def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Tensor:
-    """:func:`index_add` in place. When nothing is recorded (no grad needed, or under
-    ``no_grad``) the sum goes straight into ``x``'s memory, without the out-of-place copy:
-    a simulation step that scatters forces with it pays for the scatter alone."""
+    """:func:`index_add` in place: the sum goes straight into ``x``'s memory, without the
+    out-of-place copy (a simulation step that scatters forces with it pays for the scatter and,
+    when recording, one node). Views and mixed dtypes take the general in-place path."""
     recorded = _state.enabled and (x._rg or (isinstance(source, Tensor) and source._rg))
     # a view under grad mode takes the general path too: it refuses views of leaves that
     # require grad and views made under no_grad, as torch does
     view = _state.enabled and x._meta is not None and x._meta.view_base is not None
-    if recorded or view or not isinstance(source, Tensor) or source.data.dtype != x.data.dtype:
+    if view or not isinstance(source, Tensor) or source.data.dtype != x.data.dtype:
         return _index_add_recorded(x, dim, index, source, alpha=alpha)
+    if recorded:
+        refuse_leaf(x, "index_add_")
     ax, idx, source, src = _index_add_operands(x, dim, index, source, alpha)
     if not x.data.flags.writeable:
         raise AutogradError("index_add_: cannot write into this tensor's memory: it is read-only")
+    if recorded:
+        # the node's inputs are x before the write (its graph edge: the backward reads no
+        # value of x, so nothing is copied) and source; x then becomes the node's output
+        before = _make(x.data, x.grad_fn, x._output_nr)
+        before._rg = x._rg
     add_at(x.data, _along(x, ax, idx) if x.ndim else idx, src)
+    if recorded:
+        adopt(x, record(d.IndexAddBackward0, x.data, (before, source), (), (ax, idx, alpha)))
+        reattach_views(x)
     vc = x._vc
     if vc is None:
         vc = x._vc = [0]
