@@ -711,11 +711,7 @@ def _plan_pair(
                     k_reads_a = reads_a
                     break
     if k_merge is not None:
-        a, b = (
-            (k_merge.view(a), k_merge.spread(b))
-            if k_reads_a
-            else (k_merge.spread(a), k_merge.view(b))
-        )
+        a, b = k_merge.contract(a, b, k_reads_a)
     nb, nk = _size(batch, a), _size(contracted, a)
     na, nc = _size(rows, a), _size(cols, b)
     if a_flip:
@@ -748,11 +744,7 @@ def _plan_pair(
         if b_merge is not None:
             b = b_merge.view(b)
         if k_merge is not None:
-            a, b = (
-                (k_merge.view(a), k_merge.spread(b))
-                if k_reads_a
-                else (k_merge.spread(a), k_merge.view(b))
-            )
+            a, b = k_merge.contract(a, b, k_reads_a)
         am = a.transpose(a_perm).reshape(a_mat)  # methods: np.transpose's dispatch costs more
         bm = b.transpose(b_perm).reshape(b_mat)
         am = am.transpose(0, 2, 1) if a_flip else am  # (batch, rows, contracted)
@@ -849,6 +841,13 @@ class _GapMerge:
         spaced = np.zeros([shape[x] for x in self.order], array.dtype).transpose(self.back)
         spaced[self.gap_index] = array
         return self.view(spaced)
+
+    def contract(self, a: np.ndarray, b: np.ndarray, reads_a: bool) -> tuple:
+        """The operands of a merged contracted pair: ``a`` read through the gap and ``b``
+        spaced out with zeros (``reads_a``), or the other way round."""
+        if reads_a:
+            return self.view(a), self.spread(b)
+        return self.spread(a), self.view(b)
 
     def split(self, product: np.ndarray, owner: np.ndarray) -> np.ndarray:
         shape, strides = list(product.shape), list(product.strides)
