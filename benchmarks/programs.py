@@ -10,7 +10,10 @@ For each program and dtype (float64, float32) two things are timed: the forward 
 (``forward(inputs)``: nothing requires grad, or ``inference_mode`` for the CNN) and the forward
 pass with the program's own gradient computation (``gradient(inputs)``: ``backward``,
 ``autograd.grad``, ``func.grad_and_value``, ``vhp`` or a few SGD steps). Both libraries run on
-one thread (``torch.set_num_threads(1)``, BLAS pinned to one thread before NumPy loads).
+one thread (``torch.set_num_threads(1)``, BLAS pinned to one thread before NumPy loads);
+``--threads N`` gives each library ``N`` threads instead (``set_num_threads(N)``, BLAS started
+with ``N``; tadiff keeps its default of leaving out cores other processes keep busy), as a
+program that does not pin its threads gets on an ``N``-core machine.
 
 Each library runs in a worker process of its own, as a program using it would: the tadiff
 worker never imports torch, whose 150 000 Python objects would otherwise be scanned by every
@@ -18,25 +21,29 @@ full collection of Python's cyclic garbage collector (which tadiff's graph, made
 objects, triggers; torch's graph is C++). The parent alternates the two workers within every
 repeat (tadiff first on even repeats, torch first on odd ones). Timings are CPU time of the
 worker (``time.process_time``), which other processes on a shared machine disturb far less than
-wall-clock time; each timing repeats the call until it lasts at least 20 ms, and the medians
-over ``--repeats`` repeats are reported with their ratio tadiff / torch (< 1: tadiff faster),
-and the share of tadiff's time spent in the garbage collector. ``--memory`` adds the peak
-resident memory each library's calls add (Linux), measured in a fresh process per cell: the
-high-water mark of three calls above the resident size before them.
+wall-clock time (with ``--threads`` above 1, wall-clock time: CPU time would add up the threads,
+and count the time they spin waiting for work); each timing repeats the call until it lasts at
+least 20 ms, and the medians over ``--repeats`` repeats are reported with their ratio
+tadiff / torch (< 1: tadiff faster), and the share of tadiff's time spent in the garbage
+collector. ``--memory`` adds the peak resident memory each library's calls add (Linux),
+measured in a fresh process per cell: the high-water mark of three calls above the resident
+size before them.
 
 tadiff sets glibc's malloc thresholds at import (``tadiff._malloc``: freed large arrays' memory
 is reused instead of faulted in again); ``--torch-malloc tadiff`` gives the torch worker the same
 thresholds, so the two libraries can also be compared with the same allocator settings.
 
 Run: ``python benchmarks/programs.py [--repeats 7] [--programs gmm,ba] [--memory]
-[--torch-malloc tadiff]``; combine several runs' Markdown with ``benchmarks/median_of_runs.py``.
+[--torch-malloc tadiff] [--threads 2]``; combine several runs' Markdown with
+``benchmarks/median_of_runs.py``.
 """
 
 from __future__ import annotations
 
 import os
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+for _var in _THREAD_VARIABLES:
     os.environ[_var] = "1"  # one BLAS thread, set before NumPy or torch load their BLAS
 
 import argparse  # noqa: E402
@@ -69,18 +76,18 @@ def _alias() -> Any:
     return module
 
 
-def _one_thread(backend: str) -> Any:
-    """Import ``backend`` (``"tadiff"`` or ``"torch"``) alone, set to one thread."""
+def _with_threads(backend: str, threads: int = 1) -> Any:
+    """Import ``backend`` (``"tadiff"`` or ``"torch"``) alone, set to ``threads`` threads."""
     module = importlib.import_module(backend)
-    module.set_num_threads(1)
+    module.set_num_threads(threads)
     return module
 
 
-def _calls(fn: Callable[[], Any], number: int) -> float:
-    start = time.process_time()
+def _calls(fn: Callable[[], Any], number: int, clock: Callable[[], float]) -> float:
+    start = clock()
     for _ in range(number):
         fn()
-    return time.process_time() - start
+    return clock() - start
 
 
 class _GcClock:
@@ -98,9 +105,10 @@ class _GcClock:
             self.seconds += time.process_time() - self._start
 
 
-def _worker(backend: str) -> None:
+def _worker(backend: str, threads: int) -> None:
     """Serve timing requests (one JSON object per line on stdin) for one library."""
-    _one_thread(backend)
+    _with_threads(backend, threads)
+    timer = time.process_time if threads == 1 else time.perf_counter
     alias = _alias()
     clock = _GcClock()
     program = inputs = None
@@ -113,15 +121,15 @@ def _worker(backend: str) -> None:
         else:  # "time": seconds and gc seconds for ``number`` calls of ``mode``
             fn = getattr(program, request["mode"])
             gc_before = clock.seconds
-            seconds = _calls(lambda fn=fn, x=inputs: fn(x), request["number"])
+            seconds = _calls(lambda fn=fn, x=inputs: fn(x), request["number"], timer)
             reply = [seconds, clock.seconds - gc_before]
         print(json.dumps(reply), flush=True)
 
 
 class _Worker:
-    def __init__(self, backend: str, env: dict[str, str] | None = None):
+    def __init__(self, backend: str, env: dict[str, str], threads: int = 1):
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--worker", backend],
+            [sys.executable, __file__, "--worker", backend, "--threads", str(threads)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -164,7 +172,7 @@ def time_pair(workers: dict[str, _Worker], mode: str, repeats: int) -> dict[str,
 def _memory_child(name: str, backend: str, dtype: str, mode: str) -> float:
     """Run in a fresh process: MiB of resident memory three calls add at their peak, from the
     resident size just before them (inputs made, the library loaded, one call made)."""
-    _one_thread(backend)
+    _with_threads(backend)
     program = _alias().load_program(PROGRAMS / f"{name}.py", backend)
     inputs = program.make_inputs("bench", dtype)
     return peak_mib(lambda: getattr(program, mode)(inputs))
@@ -184,24 +192,25 @@ def peak_memory(name: str, backend: str, dtype: str, mode: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _worker_env(backend: str, torch_malloc: str) -> dict[str, str] | None:
-    """The torch worker's environment: as it is, or with the glibc malloc thresholds tadiff
-    sets for itself at import (``--torch-malloc tadiff``), so both libraries allocate alike."""
-    if backend != "torch" or torch_malloc == "default":
-        return None
-    from tadiff import _malloc
+def _worker_env(backend: str, torch_malloc: str, threads: int = 1) -> dict[str, str]:
+    """A worker's environment: BLAS started with ``threads`` threads, and for torch with
+    ``--torch-malloc tadiff`` the glibc malloc thresholds tadiff sets for itself at import, so
+    both libraries allocate alike."""
+    env = {**os.environ, **{var: str(threads) for var in _THREAD_VARIABLES}}
+    if backend == "torch" and torch_malloc == "tadiff":
+        from tadiff import _malloc
 
-    return {
-        **os.environ,
-        "MALLOC_MMAP_THRESHOLD_": str(_malloc.MMAP_THRESHOLD),
-        "MALLOC_TRIM_THRESHOLD_": str(_malloc.TRIM_THRESHOLD),
-    }
+        env["MALLOC_MMAP_THRESHOLD_"] = str(_malloc.MMAP_THRESHOLD)
+        env["MALLOC_TRIM_THRESHOLD_"] = str(_malloc.TRIM_THRESHOLD)
+    return env
 
 
 def run(
-    names: list[str], repeats: int, memory: bool, torch_malloc: str = "default"
+    names: list[str], repeats: int, memory: bool, torch_malloc: str = "default", threads: int = 1
 ) -> list[dict[str, Any]]:
-    workers = {b: _Worker(b, _worker_env(b, torch_malloc)) for b in ("tadiff", "torch")}
+    workers = {
+        b: _Worker(b, _worker_env(b, torch_malloc, threads), threads) for b in ("tadiff", "torch")
+    }
     rows = []
     try:
         for name in names:
@@ -248,7 +257,7 @@ def _header(memory: bool) -> None:
     print("|" + "---|" * 2 + "---:|" * (len(columns) - 2))
 
 
-def _machine() -> str:
+def _machine(threads: int) -> str:
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -263,7 +272,8 @@ def _machine() -> str:
         versions[name] = importlib.metadata.version(name) if spec else "not installed"
     return (
         f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, NumPy "
-        f"{np.__version__}, torch {versions['torch']}, tadiff {versions['tadiff']}; one thread"
+        f"{np.__version__}, torch {versions['torch']}, tadiff {versions['tadiff']}; "
+        + ("one thread, CPU time" if threads == 1 else f"{threads} threads, wall-clock time")
     )
 
 
@@ -278,25 +288,33 @@ def main(argv: list[str] | None = None) -> int:
         default="default",
         help="torch's glibc malloc thresholds: as installed, or those tadiff sets at import",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="threads per library (default 1); above 1, times are wall-clock",
+    )
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
         print(_memory_child(*json.loads(args.memory_child)))
         return 0
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.worker:
-        _worker(args.worker)
+        _worker(args.worker, args.threads)
         return 0
     known = list(_alias().NAMES)
     names = [n for n in args.programs.split(",") if n] or known
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown program(s) {', '.join(unknown)}; choose from {', '.join(known)}")
-    print(f"Machine: {_machine()}; torch's malloc thresholds: {args.torch_malloc}")
+    print(f"Machine: {_machine(args.threads)}; torch's malloc thresholds: {args.torch_malloc}")
     print(f"Load average at start: {os.getloadavg()[0]:.2f}\n")
     print(f"**PyTorch programs, tadiff vs torch eager (median of {args.repeats}, ms per call)**\n")
     _header(args.memory)
-    rows = run(names, args.repeats, args.memory, args.torch_malloc)
+    rows = run(names, args.repeats, args.memory, args.torch_malloc, args.threads)
     print(f"\nLoad average at end: {os.getloadavg()[0]:.2f}")
     for mode, goal in GOALS.items():
         over = [f"{r['program']} {r['dtype']} ({r[mode][0] / r[mode][1]:.2f}×)" for r in rows

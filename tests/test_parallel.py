@@ -100,6 +100,31 @@ def test_set_num_threads_governs_numba_kernels(monkeypatch):
         td.set_num_threads(previous)
 
 
+def test_numba_kernels_below_the_grain_run_on_one_thread(monkeypatch):
+    """A Numba kernel runs on one thread unless its estimated cost reaches ``PARALLEL_FROM``;
+    then on ``threads_in_use()`` (which leaves out busy cores), not on ``get_num_threads()``."""
+    numba = pytest.importorskip("numba")
+    from tadiff.index import define
+    from tadiff.index.compile import numba_backend
+
+    fn = define("y[i, j] = x[i, j] * 2 + 1")
+    x = np.arange(12.0).reshape(3, 4)
+    monkeypatch.setattr(parallel, "_dynamic", False)
+    previous = td.set_num_threads(2)
+    try:
+        most = min(2, numba.config.NUMBA_NUM_THREADS)
+        np.testing.assert_array_equal(fn.evaluate({"x": x}, backend="numba"), x * 2 + 1)
+        assert numba.get_num_threads() == 1  # 12 elements: far below the grain
+        monkeypatch.setattr(numba_backend, "PARALLEL_FROM", 0.0)
+        np.testing.assert_array_equal(fn.evaluate({"x": x}, backend="numba"), x * 2 + 1)
+        assert numba.get_num_threads() == most
+        monkeypatch.setattr(parallel, "threads_in_use", lambda: 1)  # the other core is busy
+        fn.evaluate({"x": x}, backend="numba")
+        assert numba.get_num_threads() == 1
+    finally:
+        td.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2", None])
 def test_set_num_threads_rejects_what_is_not_a_positive_int(bad, monkeypatch):
     monkeypatch.setattr(parallel, "_requested", None)

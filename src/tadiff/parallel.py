@@ -20,6 +20,11 @@ loaded one what is left. ``set_dynamic(False)`` turns this off (a fixed count, e
 element) runs them on one BLAS thread (:func:`blas_threads_for`): a second thread gains little
 on products that small, and costs a time slice per product when another process holds a core.
 
+**Small kernels.** A Numba kernel estimated below about half a millisecond of one core's work
+runs on one thread (``tadiff.index.compile.numba_backend.PARALLEL_FROM``): its second thread
+would gain a fraction of that, while Numba's and the BLAS library's pools, each spinning after
+its parallel calls, would take each other's cores.
+
 **Block loops.** A block loop (:func:`run_blocks`) hands its blocks one at a time to the calling
 thread and to helper threads of tadiff's own, with BLAS set to one thread per product while it
 runs; a helper that has not started when the blocks run out is not waited for, so a core taken

@@ -416,6 +416,7 @@ def lower_numba_fused(
     prm = np.array([values[n] for n in names] or [0], dtype=np.int64)
     dtype = np.dtype(dtype)
     fill = np.zeros if nest.zero_fill else np.empty
+    cost = nest.cost
 
     private = [fn.out_name in nest.private for fn in fns]
     private_bytes = sum(
@@ -428,7 +429,7 @@ def lower_numba_fused(
         if any(0 in shape for shape in out_shapes):
             return {fn.out_name: np.zeros(s, dtype) for fn, s in zip(fns, out_shapes, strict=True)}
         # as Python: two copies, so that tests run the chunks and the sum of the copies
-        copies = 2 if python else private_copies(_threads(), private_bytes)
+        copies = 2 if python else private_copies(_threads(cost), private_bytes)
         outs = [
             np.zeros((copies, *(shape or (1,))), dtype) if own else fill(shape or (1,), dtype)
             for shape, own in zip(out_shapes, private, strict=True)
@@ -528,6 +529,7 @@ def lower_numba(fn, nest: Nest, shapes: Mapping[str, tuple[int, ...]], dtype, ou
     args = fn.args
     empty = 0 in out_shape
     fill = np.zeros if nest.zero_fill else np.empty
+    cost = nest.cost
 
     def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
         out = fill(out_shape or (1,), dtype=dtype)
@@ -537,7 +539,7 @@ def lower_numba(fn, nest: Nest, shapes: Mapping[str, tuple[int, ...]], dtype, ou
             np.ascontiguousarray(arrays[a], dtype=dtype).reshape(arrays[a].shape or (1,))
             for a in args
         ]
-        _threads()
+        _threads(cost)
         if compiled.signatures:
             compiled(out, prm, *values)
         else:  # this call compiles the machine code, or loads it from numba's disk cache
@@ -556,14 +558,30 @@ def _shaped(out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return out if out.shape == shape else out.reshape(shape)
 
 
-def _threads() -> int:
-    """Numba's threads follow ``td.set_num_threads`` (at most what numba started with); returns
-    how many it runs."""
+def _threads(cost: float) -> int:
+    """Set Numba's thread count for the calling thread to what a kernel of estimated ``cost``
+    (:attr:`Nest.cost <tadiff.index.compile.loops.Nest.cost>`) runs on, and return it.
+
+    A kernel below :data:`PARALLEL_FROM` runs on one thread; a larger one on
+    :func:`tadiff.parallel.threads_in_use` (``td.set_num_threads``, less the cores other
+    processes keep busy), at most the threads Numba started with.
+    """
     import numba
 
-    from tadiff.parallel import get_num_threads
+    from tadiff.parallel import threads_in_use
 
-    wanted = max(1, min(get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    wanted = 1
+    if cost >= PARALLEL_FROM:
+        wanted = max(1, min(threads_in_use(), numba.config.NUMBA_NUM_THREADS))
     if numba.get_num_threads() != wanted:
         numba.set_num_threads(wanted)
     return wanted
+
+
+PARALLEL_FROM = float(1 << 24)
+"""The estimated cost (about 0.5 ms of one core's work) from which a Numba kernel runs on more
+than one thread. Below it a second thread gains at most a fraction of a millisecond, and both
+thread pools in the process (Numba's and the BLAS library's) keep their threads spinning for a
+while after each parallel call: on 2 cores the two pools then took each other's core, and a
+small CNN's training step took 3x as long on two threads as on one (measured with
+``benchmarks/programs.py --programs cnn_train --threads 2``)."""
