@@ -12,8 +12,10 @@ pass with the program's own gradient computation (``gradient(inputs)``: ``backwa
 ``autograd.grad``, ``func.grad_and_value``, ``vhp`` or a few SGD steps). Both libraries run on
 one thread (``torch.set_num_threads(1)``, BLAS pinned to one thread before NumPy loads);
 ``--threads N`` gives each library ``N`` threads instead (``set_num_threads(N)``, BLAS started
-with ``N``; tadiff keeps its default of leaving out cores other processes keep busy), as a
-program that does not pin its threads gets on an ``N``-core machine.
+with ``N``), as a program that does not pin its threads gets on an idle ``N``-core machine.
+tadiff's leaving out of cores other processes keep busy is turned off there
+(``td.parallel.set_dynamic(False)``): it would count the other library's worker, which has just
+run on every core, as load.
 
 Each library runs in a worker process of its own, as a program using it would: the tadiff
 worker never imports torch, whose 150 000 Python objects would otherwise be scanned by every
@@ -77,9 +79,13 @@ def _alias() -> Any:
 
 
 def _with_threads(backend: str, threads: int = 1) -> Any:
-    """Import ``backend`` (``"tadiff"`` or ``"torch"``) alone, set to ``threads`` threads."""
+    """Import ``backend`` (``"tadiff"`` or ``"torch"``) alone, set to ``threads`` threads (for
+    tadiff, without leaving out busy cores: the other library's worker, which has just run on
+    every core, is not load a program would meet)."""
     module = importlib.import_module(backend)
     module.set_num_threads(threads)
+    if backend == "tadiff" and threads > 1:
+        module.parallel.set_dynamic(False)
     return module
 
 
