@@ -1,11 +1,16 @@
 """The engine's fast kernels agree with the NumPy functions they stand in for: BLAS sums over
 leading and short trailing axes, einsum as one batched matrix product, small stacks, the cross
-product by ``take``. Different summation orders: compared at 1e-13 relative (float64; sums of at
-most a few hundred terms of size 1) and 1e-5 (float32), NaN and inf placed exactly."""
+product by ``take``; the short paths of ``squeeze``, ``zeros_like``, view detection,
+``sigmoid`` and the masked-write gradient. Different summation orders: compared at 1e-13
+relative (float64; sums of at most a few hundred terms of size 1) and 1e-5 (float32), NaN and
+inf placed exactly."""
+
+import warnings
 
 import numpy as np
 import pytest
 
+import tadiff as td
 from tadiff.ops._dual import cross_array, einsum_array, fast_sum
 from tadiff.ops.shape import _stack_arrays
 
@@ -80,3 +85,72 @@ def test_cross_by_take_equals_numpy():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((4, 3, 5)), rng.standard_normal((1, 3, 5))
     np.testing.assert_allclose(cross_array(a, b, 1), np.cross(a, b, axis=1), rtol=1e-14)
+
+
+SQUEEZE_SHAPES = [(3, 1, 2), (1,), (2, 1), (1, 1), (4, 5)]
+
+
+@pytest.mark.parametrize("shape", SQUEEZE_SHAPES)
+def test_squeeze_of_one_dim_matches_torch(shape):
+    torch = pytest.importorskip("torch")
+    x = td.zeros(shape, requires_grad=True)
+    for dim in range(-len(shape), len(shape)):
+        got = x.squeeze(dim)
+        assert got.shape == tuple(torch.zeros(shape).squeeze(dim).shape), (shape, dim)
+        assert got.grad_fn is not None and got._meta.view_base is x  # a view in the graph
+    with pytest.raises(IndexError):  # a dim out of range still goes through the checks
+        x.squeeze(len(shape))
+
+
+def test_zeros_and_ones_like_of_a_tensor_in_the_graph_are_new_constants():
+    torch = pytest.importorskip("torch")
+    for dtype in (td.float32, td.float64):
+        x = td.randn(3, 2, dtype=dtype, requires_grad=True) * 2.0
+        for ours, theirs in ((td.zeros_like, torch.zeros_like), (td.ones_like, torch.ones_like)):
+            got = ours(x)
+            want = theirs(torch.from_numpy(x.data.copy()))
+            np.testing.assert_array_equal(got.data, want.numpy())
+            assert got.dtype == x.dtype and not got.requires_grad and got.grad_fn is None
+            before = x.data.copy()
+            got.add_(1.0)  # its own writable memory: the source is untouched
+            np.testing.assert_array_equal(x.data, before)
+    assert td.zeros_like(x, requires_grad=True).requires_grad  # the general path keeps options
+
+
+def test_reshape_is_a_view_exactly_when_numpy_shares_memory():
+    x = td.arange(6.0).reshape(2, 3)
+    shared = x.reshape(3, 2)  # NumPy makes a view: in-place writes reach x
+    shared.add_(1.0)
+    assert x._version == shared._version == 1 and x.data[0, 0] == 1.0
+    copied = x.T.reshape(-1)  # NumPy copies: a tensor of its own
+    copied.add_(1.0)
+    assert x._version == 1 and x.data[0, 0] == 1.0 and copied._version == 1
+    assert copied._meta is None or copied._meta.view_base is None
+
+
+@pytest.mark.parametrize(
+    ("dtype", "far"), [(np.float64, [-1000.0, -710.0]), (np.float32, [-100.0, -89.0])]
+)
+def test_sigmoid_where_exp_overflows_is_zero_without_a_warning(dtype, far):
+    torch = pytest.importorskip("torch")
+    x = np.array([*far, -30.0, 0.0, 5.0, np.nan, np.inf, -np.inf], dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = td.sigmoid(td.tensor(x)).data
+    want = torch.sigmoid(torch.from_numpy(x)).numpy()
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got[: len(far)], 0.0)  # 1 / (1 + inf), exactly as torch
+    # the same formula; torch's vectorized exp may round one unit in the last place differently
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
+def test_overwritten_entries_get_no_gradient_even_from_nan():
+    x = td.tensor(np.arange(8.0).reshape(4, 2), requires_grad=True)
+    mask = td.tensor([True, False, True, False])
+    y = x * 1.0
+    y[mask] = 0.0
+    upstream = np.full((4, 2), np.nan)
+    upstream[1] = upstream[3] = [1.0, 2.0]
+    y.backward(td.tensor(upstream))
+    expected = np.where(mask.data[:, None], 0.0, upstream)  # exact: a copy with zeros written
+    np.testing.assert_array_equal(x.grad.data, expected)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tadiff._device import check_device
-from tadiff.autograd.tensor import Tensor
+from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DataError, DTypeError, InputError, SharingError, type_name
 
 _rng = np.random.default_rng()
@@ -489,12 +489,18 @@ def zeros_like(
     t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     """Zeros with ``t``'s shape and dtype."""
+    if type(t) is Tensor and dtype is None and device is None and not requires_grad:
+        # the common call (a buffer shaped like a tensor, once per simulation step): no checks
+        # are needed, and the general path's argument handling cost 5x the allocation
+        return _make(np.zeros(t.data.shape, t.data.dtype))
     shape, dt = _like(t, dtype)
     return zeros(shape, dtype=dt, device=device, requires_grad=requires_grad)
 
 
 def ones_like(t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Ones with ``t``'s shape and dtype."""
+    if type(t) is Tensor and dtype is None and device is None and not requires_grad:
+        return _make(np.ones(t.data.shape, t.data.dtype))  # as zeros_like
     shape, dt = _like(t, dtype)
     return ones(shape, dtype=dt, device=device, requires_grad=requires_grad)
 

@@ -76,7 +76,8 @@ def scatter(
 
 def _source(x: Tensor, ax: int, idx: np.ndarray, source: Any, what: str) -> Tensor:
     """``source`` checked to have ``x``'s shape with ``len(idx)`` along ``ax``."""
-    source = as_tensor(source, x, f"{what}() source")
+    if type(source) is not Tensor:
+        source = as_tensor(source, x, f"{what}() source")
     expected = (*x.shape[:ax], len(idx), *x.shape[ax + 1 :])
     if source.shape != expected:
         raise ShapeError(f"{what}(): source must have shape {expected}, got {source.shape}")

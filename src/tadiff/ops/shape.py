@@ -91,8 +91,13 @@ def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
 
 def _view_op(x: Tensor, data: np.ndarray, node: type, args: tuple[Any, ...]) -> Tensor:
     out = record(node, data, (x,), (), args) if x._rg and _state.enabled else _make(data)
-    if data.base is not None and np.may_share_memory(data, x.data):  # reshape may have copied
-        _as_view(out, x)
+    base = data.base
+    if base is not None:
+        # NumPy points a view at the array owning the memory: that is proof enough, and costs
+        # nothing beside np.may_share_memory, which is left for what reshape may have copied
+        xd = x.data
+        if base is (xd if xd.base is None else xd.base) or np.may_share_memory(data, xd):
+            _as_view(out, x)
     return out
 
 
@@ -216,6 +221,8 @@ def squeeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     shape = x.data.shape
     if dim is None:
         new = tuple(n for n in shape if n != 1)
+    elif type(dim) is int and -len(shape) <= dim < len(shape) and shape:
+        new = shape if shape[dim] != 1 else shape[:dim] + shape[dim:][1:]
     else:
         dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
         drop = {norm_dim(v, x.data.ndim) for v in dims} if x.data.ndim else set()

@@ -1,0 +1,174 @@
+"""The ops of the PyTorch programs one at a time, recorded: tadiff against torch eager, same run.
+
+``benchmarks/programs.py`` times whole programs; when one is slower than torch, this finds the
+op at fault. Each case is one op as the programs call it (``examples/pytorch_programs/``: the
+cloth's gathers, norms and ``index_add_``, the LSTM's row writes and iteration, hand tracking's
+``stack``, small ``matmul``s and element-wise functions), on inputs that require grad, so the
+op records a node as it does inside a program. Two columns per library:
+
+- *record*: the op alone, grad mode on (the recorded forward of a program);
+- *+backward*: the op and its share of a backward pass (the op runs 16 times on the same
+  leaves, then one ``autograd.backward`` over the 16 outputs; the time per op): its node's
+  formula, the engine's work per node and the leaves' gradient accumulation.
+
+Both libraries run in this process on one thread (``torch.set_num_threads(1)``, BLAS pinned
+before NumPy loads); the cyclic garbage collector is off while a case runs, as in ``timeit``
+(``benchmarks/programs.py`` reports its share of whole programs). Times are the best of
+``--repeats`` rounds of CPU time (``time.process_time``), each round the mean over enough calls
+for 20 ms; the cases of the two libraries alternate. Best-of, not median: a per-op cost is a
+floor that other load on a shared machine only adds to.
+
+Run: ``python benchmarks/program_ops.py [--repeats 7] [--dtype float64] [--cases NAME ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before NumPy loads: its BLAS reads them once
+
+import numpy as np  # noqa: E402
+
+import tadiff as td  # noqa: E402
+
+MIN_SECONDS = 0.02
+
+
+def _cases(m: Any, dtype: str) -> dict[str, tuple[Callable[[], Any], list[Any]]]:
+    """``name -> (op, leaves)``: ``op()`` runs the op once and returns its output."""
+    rng = np.random.default_rng(0)
+    dt = getattr(m, dtype)
+
+    def leaf(*shape: int) -> Any:
+        return m.tensor(rng.standard_normal(shape), dtype=dt, requires_grad=True)
+
+    x, delta, length = leaf(100, 2), leaf(180, 2), leaf(180, 1)
+    stiffness = leaf(180)
+    index = m.from_numpy(rng.integers(0, 100, 180))
+    pinned = m.from_numpy(np.arange(100) % 10 == 0)
+    rows, vec, mat, small = leaf(4, 14), leaf(14), leaf(3, 3), leaf(3)
+    tension = leaf(180, 2)
+
+    def index_add() -> Any:
+        return m.zeros_like(x).index_add_(0, index, tension)
+
+    def mask_write() -> Any:
+        v = x * 1.0
+        v[pinned] = 0.0
+        return v
+
+    def row_write() -> Any:
+        state = rows.clone()
+        state[1] = vec * 2.0
+        return state
+
+    def iterate() -> Any:
+        return sum(vec)  # Python's sum over the elements: one unbind, 14 additions
+
+    def stack() -> Any:
+        return m.stack([small[0], small[1], small[2]])
+
+    return {
+        "gather rows x[index]": (lambda: x[index], [x]),
+        "sub (180, 2)": (lambda: delta - delta, [delta]),
+        "mul broadcast (180, 1) * (180, 2)": (lambda: length * delta, [length, delta]),
+        "div broadcast (180, 2) / (180, 1)": (lambda: delta / length, [length, delta]),
+        "norm dim=1 keepdim": (lambda: delta.norm(dim=1, keepdim=True), [delta]),
+        "squeeze(1)": (lambda: length.squeeze(1), [length]),
+        "unsqueeze(1)": (lambda: stiffness.unsqueeze(1), [stiffness]),
+        "mul scalar": (lambda: stiffness * 0.5, [stiffness]),
+        "zeros_like + index_add_": (index_add, [tension]),
+        "mask write v[mask] = 0": (mask_write, [x]),
+        "clone + row write": (row_write, [rows, vec]),
+        "sum(vec) over 14 elements": (iterate, [vec]),
+        "stack of 3 scalars": (stack, [small]),
+        "matmul (3, 3) @ (3,)": (lambda: mat @ small, [mat, small]),
+        "sigmoid (14,)": (lambda: m.sigmoid(vec), [vec]),
+        "tanh (14,)": (lambda: m.tanh(vec), [vec]),
+        "sum (180, 2)": (lambda: delta.sum(), [delta]),
+        "exp then log (14,)": (lambda: m.log(m.exp(vec)), [vec]),
+    }
+
+
+def _seconds_per_call(fn: Callable[[], Any], repeats: int) -> float:
+    fn()
+    start = time.process_time()
+    fn()
+    once = max(time.process_time() - start, 1e-7)
+    number = max(1, int(MIN_SECONDS / once))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.process_time() - start) / number)
+    return best
+
+
+def _with_backward(op: Callable[[], Any], leaves: list[Any], m: Any) -> Callable[[], None]:
+    """``op`` run ``PER_PASS`` times and one backward pass over all the outputs: the pass's
+    fixed cost (finding the roots, counting dependencies) is shared as in a program."""
+    seeds: list[Any] = []
+
+    def run() -> None:
+        for t in leaves:
+            t.grad = None
+        outs = [op() for _ in range(PER_PASS)]
+        if not seeds:
+            seeds.extend(out.detach() * 0 + 1 for out in outs)
+        m.autograd.backward(outs, seeds)
+
+    return run
+
+
+PER_PASS = 16
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    parser.add_argument("--cases", nargs="*", help="names (or the start of names) to run")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("this benchmark compares against torch: pip install 'torch>=2.4,<2.14'")
+    torch.set_num_threads(1)
+    td.set_num_threads(1)
+    ours, theirs = _cases(td, args.dtype), _cases(torch, args.dtype)
+    names = [n for n in ours if not args.cases or any(n.startswith(c) for c in args.cases)]
+    print(f"{args.dtype}, one thread, µs per call (best of {args.repeats} rounds)\n")
+    print("| op | tadiff record | torch record | ratio | tadiff +backward | torch +backward "
+          "| ratio |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    gc.disable()
+    try:
+        for name in names:
+            cells = []
+            for kind in ("record", "backward"):
+                pair = []
+                for lib in (ours, theirs):
+                    op, leaves = lib[name]
+                    if kind == "record":
+                        seconds = _seconds_per_call(op, args.repeats)
+                    else:
+                        module = td if lib is ours else torch
+                        run = _with_backward(op, leaves, module)
+                        seconds = _seconds_per_call(run, args.repeats) / PER_PASS
+                    pair.append(seconds * 1e6)
+                cells += [f"{pair[0]:.1f}", f"{pair[1]:.1f}", f"{pair[0] / pair[1]:.2f}×"]
+            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    finally:
+        gc.enable()
+
+
+if __name__ == "__main__":
+    main()
