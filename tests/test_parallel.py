@@ -425,3 +425,28 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_on_all(two_threads
     parallel.run_blocks(1, lambda: lambda i: log.append((threading.get_ident(), _blas_threads())),
                         flops=1e12)  # fmt: skip
     assert log == [(here, [2])] and set(_blas_threads()) == {2}
+
+
+def test_numba_kernels_below_the_grain_are_compiled_without_parallel():
+    """Below ``PARALLEL_FROM`` a kernel is built serial (faster to compile, no thread-pool entry
+    per call); its source keeps the schedule's ``numba.prange``, which a serial build reads as
+    ``range``. From the grain on it is built with ``parallel=True``."""
+    pytest.importorskip("numba")
+    from tadiff.index import define
+    from tadiff.index.compile import numba_backend
+    from tadiff.index.compile.schedule import plan_program
+
+    f = define("y[b,o,t] = sum[c,k](x[b,c,2*t+k] * w[o,c,k])")
+    small = {"x": (4, 3, 20), "w": (5, 3, 3)}
+    large = {"x": (64, 64, 64), "w": (64, 64, 3)}
+    for shapes, built_parallel in ((small, False), (large, True)):
+        stage = plan_program(f, shapes).stages[-1]
+        assert (stage.nest.cost >= numba_backend.PARALLEL_FROM) is built_parallel
+        src, _ = numba_backend.stage_source(stage.fn, stage.nest, np.float64)
+        assert "numba.prange(" in src and f"parallel={built_parallel}," in src
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=small["x"]), rng.normal(size=small["w"])
+    y = f.evaluate({"x": x, "w": w}, backend="numba")  # the serial build runs the prange loop
+    windows = np.stack([x[:, :, k : k + 17 : 2] for k in range(3)], axis=2)  # x[b, c, 2t + k]
+    # sums of 9 products in another order: float64 rounding, far below a wrong term's O(1)
+    np.testing.assert_allclose(y, np.einsum("bckt,ock->bot", windows, w), rtol=1e-12, atol=1e-12)

@@ -221,7 +221,7 @@ def squeeze(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     shape = x.data.shape
     if dim is None:
         new = tuple(n for n in shape if n != 1)
-    elif type(dim) is int and -len(shape) <= dim < len(shape) and shape:
+    elif type(dim) is int and -len(shape) <= dim < len(shape):  # one dim: no set of dims
         new = shape if shape[dim] != 1 else shape[:dim] + shape[dim:][1:]
     else:
         dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
@@ -354,7 +354,7 @@ def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
             )
     ax = norm_dim(dim, len(shape) + 1)
     data = _stack_arrays([t.data for t in ts], ax)
-    if _state.enabled and any(t._rg for t in ts):
+    if _state.enabled and True in [t._rg for t in ts]:  # a list: no generator frame per call
         return record(d.StackBackward0, data, tuple(ts), (), (ax,))
     return _make(data)
 
@@ -364,8 +364,9 @@ def _stack_arrays(arrays: list[np.ndarray], ax: int) -> np.ndarray:
     (``np.stack``'s own Python-level work costs several times the copies of small arrays)."""
     first = arrays[0]
     dtype = first.dtype
-    if any(a.dtype != dtype for a in arrays):
-        return np.stack(arrays, axis=ax)
+    for a in arrays:  # a loop, not any(): its generator cost as much as stacking three scalars
+        if a.dtype != dtype:
+            return np.stack(arrays, axis=ax)
     if ax == 0:
         return np.array(arrays)  # equal shapes (checked): a new leading dim, C-contiguous
     if len(arrays) > 16:

@@ -327,6 +327,18 @@ def _has_parallel(block: list) -> bool:
     return any(isinstance(s, Loop) and (s.parallel or _has_parallel(s.body)) for s in block)
 
 
+def _compiles_parallel(nest: Nest) -> bool:
+    """Whether the kernel of ``nest`` is compiled with Numba's ``parallel=True``: where it has a
+    parallel loop and its estimated cost reaches :data:`PARALLEL_FROM`. Below that it runs on
+    one thread anyway (:func:`_threads`), and a parallel build costs there without gaining:
+    Numba's parallel lowering takes 2-3x as long to compile (a small strided convolution: 2.4
+    against 1.1 s on its first call), and every call enters the thread pool's scheduler even on
+    one thread (11.7 against 10.2 µs per call of that kernel). The source still says
+    ``numba.prange`` (Numba reads it as ``range`` in a serial build), so it shows the schedule's
+    parallel loop either way."""
+    return _has_parallel(nest.body) and nest.cost >= PARALLEL_FROM
+
+
 def stage_source(fn, nest: Nest, dtype, python: bool = False) -> tuple[str, list[str]]:
     """The Numba source of one stage's nest and the size parameters it reads, in slot order.
 
@@ -337,11 +349,11 @@ def stage_source(fn, nest: Nest, dtype, python: bool = False) -> tuple[str, list
     lines: list[str] = []
     printer.block(nest.body, "    ", lines)
     args = ", ".join(["out", "prm", *(f"a_{a}" for a in fn.args)])
-    parallel = _has_parallel(nest.body)
     if python:
         return _python_source(args, lines, dtype), printer.params
     src = _HEADER.format(text=str(fn), dtype=np.dtype(dtype).name)
-    src += f"@numba.njit(parallel={parallel}, cache=True, error_model='numpy', fastmath=_FAST)\n"
+    src += f"@numba.njit(parallel={_compiles_parallel(nest)}, cache=True, error_model='numpy', "
+    src += "fastmath=_FAST)\n"
     src += f"def kernel({args}):\n" + "\n".join(lines) + "\n"
     return src, printer.params
 
@@ -393,7 +405,8 @@ def fused_source(fns, nest: Nest, dtype, python: bool = False) -> tuple[str, lis
         return _python_source(args, lines, dtype), printer.params, inputs
     text = "\n".join(str(fn) for fn in fns)
     src = _HEADER.format(text=text, dtype=np.dtype(dtype).name)
-    src += "@numba.njit(parallel=True, cache=True, error_model='numpy', fastmath=_FAST)\n"
+    src += f"@numba.njit(parallel={_compiles_parallel(nest)}, cache=True, error_model='numpy', "
+    src += "fastmath=_FAST)\n"
     src += f"def kernel({args}):\n" + "\n".join(lines) + "\n"
     return src, printer.params, inputs
 
@@ -580,8 +593,9 @@ def _threads(cost: float) -> int:
 
 PARALLEL_FROM = float(1 << 24)
 """The estimated cost (about 0.5 ms of one core's work) from which a Numba kernel runs on more
-than one thread. Below it a second thread gains at most a fraction of a millisecond, and both
-thread pools in the process (Numba's and the BLAS library's) keep their threads spinning for a
-while after each parallel call: on 2 cores the two pools then took each other's core, and a
-small CNN's training took 60 ms per call on two threads with every kernel parallel, 35 ms with
-this grain (``benchmarks/programs.py --programs cnn_train --threads 2``)."""
+than one thread (and is compiled for it, see :func:`_compiles_parallel`). Below it a second
+thread gains at most a fraction of a millisecond, and both thread pools in the process (Numba's
+and the BLAS library's) keep their threads spinning for a while after each parallel call: on 2
+cores the two pools then took each other's core, and a small CNN's training took 60 ms per call
+on two threads with every kernel parallel, 35 ms with this grain (``benchmarks/programs.py
+--programs cnn_train --threads 2``)."""
