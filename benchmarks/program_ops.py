@@ -18,17 +18,30 @@ before NumPy loads); the cyclic garbage collector is off while a case runs, as i
 for 20 ms; the cases of the two libraries alternate. Best-of, not median: a per-op cost is a
 floor that other load on a shared machine only adds to.
 
-Run: ``python benchmarks/program_ops.py [--repeats 7] [--dtype float64] [--cases NAME ...]``
+``--instructions`` counts instructions per op instead, with valgrind's callgrind (``apt-get
+install valgrind``): each library runs in a child process under callgrind with instrumentation
+switched on only around a case's calls. The counts do not move with other load, so they show a
+change of a few percent that timings on a shared machine cannot (an instruction is not a unit of
+time: NumPy's vectorized loops do more per instruction than Python's interpreter).
+
+Run: ``python benchmarks/program_ops.py [--repeats 7] [--dtype float64] [--cases NAME ...]
+[--instructions [--calls 200]]``
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
+import importlib.util
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -129,6 +142,107 @@ def _with_backward(op: Callable[[], Any], leaves: list[Any], m: Any) -> Callable
 
 
 PER_PASS = 16
+KINDS = ("record", "backward")
+
+
+def _runner(cases: dict[str, Any], name: str, kind: str, m: Any) -> tuple[Callable[[], Any], int]:
+    """The function to time for ``name`` and ``kind``, and how many ops one call of it runs."""
+    op, leaves = cases[name]
+    return (op, 1) if kind == "record" else (_with_backward(op, leaves, m), PER_PASS)
+
+
+def _table(names: list[str], cell: Callable[[str, str, str], float], digits: int) -> None:
+    print("| op | tadiff record | torch record | ratio | tadiff +backward | torch +backward "
+          "| ratio |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        cells = []
+        for kind in KINDS:
+            ours, theirs = cell("tadiff", name, kind), cell("torch", name, kind)
+            cells += [f"{ours:.{digits}f}", f"{theirs:.{digits}f}", f"{ours / theirs:.2f}×"]
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+def _import(library: str) -> Any:
+    module = importlib.import_module(library)
+    module.set_num_threads(1)
+    return module
+
+
+def _timed(names: list[str], dtype: str, repeats: int) -> None:
+    modules = {lib: _import(lib) for lib in ("tadiff", "torch")}
+    cases = {lib: _cases(m, dtype) for lib, m in modules.items()}
+    print(f"{dtype}, one thread, µs per op (best of {repeats} rounds)\n")
+
+    def cell(lib: str, name: str, kind: str) -> float:
+        fn, ops = _runner(cases[lib], name, kind, modules[lib])
+        return _seconds_per_call(fn, repeats) / ops * 1e6
+
+    gc.disable()
+    try:
+        _table(names, cell, 1)
+    finally:
+        gc.enable()
+
+
+# -- instruction counts ---------------------------------------------------------------------------
+
+
+def _counting_child(library: str, dtype: str, names: list[str], calls: int) -> None:
+    """Run under callgrind with instrumentation off: for each case, turn it on around
+    ``calls`` calls and dump the count (one dump first with nothing in between: the cost of
+    switching, subtracted from every case)."""
+    m = _import(library)
+    cases = _cases(m, dtype)
+    pid = str(os.getpid())
+
+    def control(*flags: str) -> None:
+        subprocess.run(["callgrind_control", *flags, pid], check=True, capture_output=True)
+
+    gc.disable()
+    runs = [(lambda: None, 1)] + [_runner(cases, n, k, m) for n in names for k in KINDS]
+    for fn, _ in runs:
+        fn()
+        fn()  # first calls fill caches (Python's, NumPy's, the dispatcher's): not counted
+        control("--zero")
+        control("--instr=on")
+        for _ in range(calls):
+            fn()
+        control("--instr=off")
+        control("--dump")
+
+
+def _counted(names: list[str], dtype: str, calls: int) -> None:
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            sys.exit("--instructions needs valgrind's callgrind (apt-get install valgrind)")
+    counts: dict[str, dict[tuple[str, str], float]] = {}
+    for lib in ("tadiff", "torch"):
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder) / "callgrind.out"
+            subprocess.run(
+                ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                 f"--callgrind-out-file={out}", sys.executable, __file__, "--counting-child",
+                 lib, "--dtype", dtype, "--calls", str(calls), "--cases", *names],
+                check=True, capture_output=True,
+            )  # fmt: skip
+            dumps = sorted(Path(folder).glob("callgrind.out.*"), key=lambda f: int(f.suffix[1:]))
+            totals = [_total(dump) for dump in dumps]
+        switching = totals[0]
+        keys = [(n, k) for n in names for k in KINDS]
+        counts[lib] = {
+            key: (total - switching) / calls / (1 if key[1] == "record" else PER_PASS) / 1e3
+            for key, total in zip(keys, totals[1:], strict=True)
+        }
+    print(f"{dtype}, thousands of instructions per op ({calls} calls counted by callgrind)\n")
+    _table(names, lambda lib, name, kind: counts[lib][(name, kind)], 1)
+
+
+def _total(dump: Path) -> int:
+    for line in dump.read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{dump} has no totals line")
 
 
 def main() -> None:
@@ -136,38 +250,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     parser.add_argument("--cases", nargs="*", help="names (or the start of names) to run")
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="count instructions per op with valgrind's callgrind instead of timing",
+    )  # fmt: skip
+    parser.add_argument("--calls", type=int, default=200, help="calls counted per case")
+    parser.add_argument("--counting-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
+    if args.counting_child:
+        _counting_child(args.counting_child, args.dtype, args.cases, args.calls)
+        return
+    if importlib.util.find_spec("torch") is None:
         sys.exit("this benchmark compares against torch: pip install 'torch>=2.4,<2.14'")
-    torch.set_num_threads(1)
-    td.set_num_threads(1)
-    ours, theirs = _cases(td, args.dtype), _cases(torch, args.dtype)
-    names = [n for n in ours if not args.cases or any(n.startswith(c) for c in args.cases)]
-    print(f"{args.dtype}, one thread, µs per call (best of {args.repeats} rounds)\n")
-    print("| op | tadiff record | torch record | ratio | tadiff +backward | torch +backward "
-          "| ratio |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    gc.disable()
-    try:
-        for name in names:
-            cells = []
-            for kind in ("record", "backward"):
-                pair = []
-                for lib in (ours, theirs):
-                    op, leaves = lib[name]
-                    if kind == "record":
-                        seconds = _seconds_per_call(op, args.repeats)
-                    else:
-                        module = td if lib is ours else torch
-                        run = _with_backward(op, leaves, module)
-                        seconds = _seconds_per_call(run, args.repeats) / PER_PASS
-                    pair.append(seconds * 1e6)
-                cells += [f"{pair[0]:.1f}", f"{pair[1]:.1f}", f"{pair[0] / pair[1]:.2f}×"]
-            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
-    finally:
-        gc.enable()
+    every = list(_cases(td, args.dtype))
+    names = [n for n in every if not args.cases or any(n.startswith(c) for c in args.cases)]
+    if args.instructions:
+        _counted(names, args.dtype, args.calls)
+    else:
+        _timed(names, args.dtype, args.repeats)
 
 
 if __name__ == "__main__":
