@@ -320,6 +320,7 @@ def edge(t: Tensor | None) -> tuple[Any, int]:
 
 
 _ZEROS = tuple((0,) * n for n in range(8))
+_ONE_ZERO = _ZEROS[1]
 
 
 def _zeros(n: int) -> tuple[int, ...]:
@@ -365,23 +366,29 @@ def record(
         The output Tensor, whose ``grad_fn`` is the new node.
     """
     node = _new(node_cls)
-    producers = []
-    first_outputs = True  # every producer's output 0, the common case: a shared tuple of zeros
-    for t in inputs:  # edge(t), inlined: this is the hot path of every recorded op
-        if t is None:
-            producers.append(None)
-        elif t.grad_fn is not None:
-            producers.append(t.grad_fn)
-            if t._output_nr:
-                first_outputs = False
-        elif t._rg:
-            meta = t._meta
-            acc = meta.acc if meta is not None else None
-            producers.append(acc if acc is not None else grad_accumulator(t))
-        else:
-            producers.append(None)
-    node._next = tuple(producers)
-    node._nrs = _zeros(len(producers)) if first_outputs else _output_nrs(inputs)
+    if len(inputs) == 1 and inputs[0] is not None and inputs[0].grad_fn is not None:
+        # one input made by an op (views, unary functions, reductions): no loop, no list
+        t = inputs[0]
+        node._next = (t.grad_fn,)
+        node._nrs = _ONE_ZERO if not t._output_nr else (t._output_nr,)
+    else:
+        producers = []
+        first_outputs = True  # every producer's output 0, the common case: shared zeros
+        for t in inputs:  # edge(t), inlined: this is the hot path of every recorded op
+            if t is None:
+                producers.append(None)
+            elif t.grad_fn is not None:
+                producers.append(t.grad_fn)
+                if t._output_nr:
+                    first_outputs = False
+            elif t._rg:
+                meta = t._meta
+                acc = meta.acc if meta is not None else None
+                producers.append(acc if acc is not None else grad_accumulator(t))
+            else:
+                producers.append(None)
+        node._next = tuple(producers)
+        node._nrs = _zeros(len(producers)) if first_outputs else _output_nrs(inputs)
     out = _make(data, node, 0)
     if saved is INPUTS:
         saved = inputs
