@@ -427,10 +427,10 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_on_all(two_threads
     assert log == [(here, [2])] and set(_blas_threads()) == {2}
 
 
-def test_numba_kernels_below_the_grain_are_compiled_without_parallel():
-    """Below ``PARALLEL_FROM`` a kernel is built serial (faster to compile, no thread-pool entry
-    per call); its source keeps the schedule's ``numba.prange``, which a serial build reads as
-    ``range``. From the grain on it is built with ``parallel=True``."""
+def test_numba_kernels_of_a_few_microseconds_are_compiled_without_parallel():
+    """Below ``SERIAL_BUILD_BELOW`` a kernel is built serial (faster to compile, no thread-pool
+    entry per call); its source keeps the schedule's ``numba.prange``, which a serial build
+    reads as ``range``. Larger ones are built with ``parallel=True``."""
     pytest.importorskip("numba")
     from tadiff.index import define
     from tadiff.index.compile import numba_backend
@@ -441,7 +441,7 @@ def test_numba_kernels_below_the_grain_are_compiled_without_parallel():
     large = {"x": (64, 64, 64), "w": (64, 64, 3)}
     for shapes, built_parallel in ((small, False), (large, True)):
         stage = plan_program(f, shapes).stages[-1]
-        assert (stage.nest.cost >= numba_backend.PARALLEL_FROM) is built_parallel
+        assert (stage.nest.cost >= numba_backend.SERIAL_BUILD_BELOW) is built_parallel
         src, _ = numba_backend.stage_source(stage.fn, stage.nest, np.float64)
         assert "numba.prange(" in src and f"parallel={built_parallel}," in src
     rng = np.random.default_rng(0)

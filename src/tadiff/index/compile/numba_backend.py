@@ -329,14 +329,16 @@ def _has_parallel(block: list) -> bool:
 
 def _compiles_parallel(nest: Nest) -> bool:
     """Whether the kernel of ``nest`` is compiled with Numba's ``parallel=True``: where it has a
-    parallel loop and its estimated cost reaches :data:`PARALLEL_FROM`. Below that it runs on
-    one thread anyway (:func:`_threads`), and a parallel build costs there without gaining:
-    Numba's parallel lowering takes 2-3x as long to compile (a small strided convolution: 2.4
-    against 1.1 s on its first call), and every call enters the thread pool's scheduler even on
-    one thread (11.7 against 10.2 µs per call of that kernel). The source still says
-    ``numba.prange`` (Numba reads it as ``range`` in a serial build), so it shows the schedule's
-    parallel loop either way."""
-    return _has_parallel(nest.body) and nest.cost >= PARALLEL_FROM
+    parallel loop, unless its estimated cost is below :data:`SERIAL_BUILD_BELOW`.
+
+    Numba's parallel lowering takes 2-3x as long to compile (a small strided convolution's first
+    call: 2.4 against 1.1 s), and every call enters the thread pool (11.7 against 10.2 µs per
+    call of that kernel, on one thread). But its loops also run faster on one thread than a
+    serial build's: a CNN's first convolution (64 images of 16 x 16, 8 channels) took 0.5 ms
+    built parallel against 0.8-0.9 ms built serial. So only kernels of a few microseconds, where
+    the compile time is all that counts (a test's, a first call's), are built serial. The source
+    keeps ``numba.prange`` either way (a serial build reads it as ``range``)."""
+    return _has_parallel(nest.body) and nest.cost >= SERIAL_BUILD_BELOW
 
 
 def stage_source(fn, nest: Nest, dtype, python: bool = False) -> tuple[str, list[str]]:
@@ -591,11 +593,14 @@ def _threads(cost: float) -> int:
     return wanted
 
 
+SERIAL_BUILD_BELOW = float(1 << 16)
+"""The estimated cost (a few microseconds of work) below which a kernel is built without Numba's
+``parallel=True`` (see :func:`_compiles_parallel`)."""
+
 PARALLEL_FROM = float(1 << 24)
 """The estimated cost (about 0.5 ms of one core's work) from which a Numba kernel runs on more
-than one thread (and is compiled for it, see :func:`_compiles_parallel`). Below it a second
-thread gains at most a fraction of a millisecond, and both thread pools in the process (Numba's
-and the BLAS library's) keep their threads spinning for a while after each parallel call: on 2
-cores the two pools then took each other's core, and a small CNN's training took 60 ms per call
-on two threads with every kernel parallel, 35 ms with this grain (``benchmarks/programs.py
---programs cnn_train --threads 2``)."""
+than one thread. Below it a second thread gains at most a fraction of a millisecond, and both
+thread pools in the process (Numba's and the BLAS library's) keep their threads spinning for a
+while after each parallel call: on 2 cores the two pools then took each other's core, and a
+small CNN's training took 60 ms per call on two threads with every kernel parallel, 35 ms with
+this grain (``benchmarks/programs.py --programs cnn_train --threads 2``)."""
