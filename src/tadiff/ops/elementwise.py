@@ -259,23 +259,12 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], node: type, saves:
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     # 1 / (1 + e^-x), torch's formula, in place on one buffer (4x faster than splitting by
     # sign); exp overflows only where the result is below the smallest normal number: it is 0
-    # there, as in torch, and the warning is not the user's business. Silencing it costs more
-    # than the whole op on a small array, so it is done only where some -x can overflow.
-    out = np.negative(x) if x.dtype.kind == "f" else np.negative(x, dtype=np.float64)
-    out = np.asarray(out)
-    bound = _EXP_FINITE_UPTO.get(out.dtype)
-    if bound is None or out.size == 0 or not np.maximum.reduce(out, axis=None) <= bound:
-        with np.errstate(over="ignore"):  # also taken for NaN: the comparison is then False
-            np.exp(out, out=out)
-    else:
+    # there, as in torch, and the warning is not the user's business
+    out = np.asarray(np.negative(x, dtype=x.dtype if x.dtype.kind == "f" else np.float64))
+    with np.errstate(over="ignore"):
         np.exp(out, out=out)
     out += 1
     return np.reciprocal(out, out=out)
-
-
-# Arguments up to which exp stays finite, per dtype (a little below log of the largest value).
-_EXP_FINITE_UPTO = {np.dtype(np.float64): 709.0, np.dtype(np.float32): 88.0,
-                    np.dtype(np.float16): 11.0}  # fmt: skip
 
 
 exp = _unary("exp", np.exp, d.ExpBackward0, "result")
