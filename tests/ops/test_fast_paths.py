@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tadiff as td
-from tadiff.ops._dual import cross_array, einsum_array, fast_sum
+from tadiff.ops._dual import cross_array, einsum_array, fast_sum, sum_leading
 from tadiff.ops.shape import _stack_arrays
 
 SHAPES_AND_DIMS = [
@@ -154,3 +154,51 @@ def test_overwritten_entries_get_no_gradient_even_from_nan():
     y.backward(td.tensor(upstream))
     expected = np.where(mask.data[:, None], 0.0, upstream)  # exact: a copy with zeros written
     np.testing.assert_array_equal(x.grad.data, expected)
+
+
+@pytest.mark.parametrize("value", [0.0, -2, 1.5, float("nan")])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_number_written_through_a_mask_matches_torch(value, dtype):
+    torch = pytest.importorskip("torch")
+    start = np.arange(12.0).reshape(6, 2)
+    mask = np.array([True, False, False, True, False, True])
+    upstream = np.linspace(-1.0, 1.0, 12).reshape(6, 2)
+    results = []
+    for m in (td, torch):
+        x = m.tensor(start, dtype=getattr(m, dtype), requires_grad=True)
+        y = x * 2.0
+        y[m.tensor(mask)] = value  # a Python number: written without a tensor for it
+        y.backward(m.tensor(upstream, dtype=getattr(m, dtype)))
+        results.append((y.detach().numpy(), x.grad.numpy(), type(y.grad_fn).__name__))
+    (ours, our_grad, our_node), (theirs, their_grad, their_node) = results
+    assert ours.dtype == theirs.dtype and our_node == their_node == "IndexPutBackward0"
+    # one multiplication by 2 and one write: exact in both libraries
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(our_grad, their_grad)
+
+
+@pytest.mark.parametrize("index_dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8])
+def test_index_add_checks_every_integer_width_for_out_of_range_indices(index_dtype):
+    x = td.zeros(5, 2)
+    source = td.ones(3, 2)
+    good = np.array([0, 4, 0], dtype=index_dtype)
+    np.testing.assert_array_equal(
+        x.index_add(0, td.tensor(good), source).numpy(),
+        np.array([[2.0, 2.0], [0, 0], [0, 0], [0, 0], [1.0, 1.0]]),  # exact: sums of ones
+    )
+    bad_values = ([0, 5, 1], [0, 255, 1]) if index_dtype == np.uint8 else ([0, -1, 1], [0, 5, 1])
+    for bad in bad_values:
+        with pytest.raises(IndexError, match="index out of range"):
+            x.index_add_(0, td.tensor(np.array(bad, dtype=index_dtype)), source)
+        np.testing.assert_array_equal(x.numpy(), 0.0)  # refused before anything was written
+
+
+@pytest.mark.parametrize(("shape", "k"), [((100_000,), 1), ((100_000, 1), 1), ((50_000, 2, 1), 2)])
+def test_a_sum_down_to_one_number_is_pairwise(shape, k):
+    a = np.full(shape, 0.1, np.float32)
+    exact = float(np.float32(0.1)) * a.size  # every term is the same float32
+    got = sum_leading(a, k)
+    assert type(got) is np.ndarray and got.shape == shape[k:] and got.dtype == np.float32
+    # pairwise summation errs by about log2(n) roundings (1e-6 relative here); a sequential
+    # sum of 1e5 terms drifts by ~1e-3, and OpenBLAS's product with ones by 3e-5
+    assert abs(float(got.reshape(())) - exact) <= 1e-5 * exact

@@ -126,13 +126,15 @@ def index_put(x: Tensor, key: Any, value: Any) -> Tensor:
     return _make(data)
 
 
-def write(data: np.ndarray, key: tuple[Any, ...], value: Tensor) -> None:
-    """``data[key] = value`` (a normalized key), with the shape errors named."""
+def write(data: np.ndarray, key: tuple[Any, ...], value: Tensor | float) -> None:
+    """``data[key] = value`` (a normalized key; a Tensor or a Python number), with the shape
+    errors named."""
+    array = value.data if isinstance(value, Tensor) else value
     try:
-        data[key] = value.data
+        data[key] = array
     except (IndexError, ValueError) as exc:
         raise IndexingError(
-            f"cannot assign a value of shape {value.data.shape} to index {key!r} of a tensor of "
+            f"cannot assign a value of shape {np.shape(array)} to index {key!r} of a tensor of "
             f"shape {data.shape}: {exc}"
         ) from None
 

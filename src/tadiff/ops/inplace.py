@@ -172,10 +172,14 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
     general path would copy ``t`` twice. A recorded write to a view takes the general path
     (its base's graph is rewritten)."""
     meta = t._meta
-    v = as_tensor(value, t, "assigned value")
+    kind = type(value)
+    if (kind is float or kind is int) and t.data.dtype.kind == "f":
+        v = None  # a number into floats (``v[mask] = 0.0``): NumPy writes it as it is
+    else:
+        v = as_tensor(value, t, "assigned value")
     if meta is not None and meta.view_base is not None and _state.enabled:
-        return _apply_inplace(t, index_put, key, v, name=name)
-    recording = _state.enabled and (t._rg or v._rg)
+        return _apply_inplace(t, index_put, key, value if v is None else v, name=name)
+    recording = _state.enabled and (t._rg or (v is not None and v._rg))
     if recording:
         refuse_leaf(t, name)
         # IndexPutBackward0 saves nothing of the old value: its node and shape are enough
@@ -184,9 +188,10 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
     if not t.data.flags.writeable:
         raise AutogradError(f"{name}: cannot write into this tensor's memory: it is read-only")
     key, _ = normalize_key(key)
-    write(t.data, key, v)
+    write(t.data, key, value if v is None else v)
     if recording:
-        adopt(t, record(d.IndexPutBackward0, t.data, (old, v), (), (key, v.data.shape)))
+        shape = () if v is None else v.data.shape
+        adopt(t, record(d.IndexPutBackward0, t.data, (old, v), (), (key, shape)))
         reattach_views(t)
     vc = t._vc
     if vc is None:
