@@ -202,3 +202,39 @@ def test_a_sum_down_to_one_number_is_pairwise(shape, k):
     # pairwise summation errs by about log2(n) roundings (1e-6 relative here); a sequential
     # sum of 1e5 terms drifts by ~1e-3, and OpenBLAS's product with ones by 3e-5
     assert abs(float(got.reshape(())) - exact) <= 1e-5 * exact
+
+
+def test_sibling_views_keep_their_own_hooks_and_retained_grads_like_torch():
+    torch = pytest.importorskip("torch")
+    start = np.arange(6.0).reshape(3, 2)
+    results = []
+    for m in (td, torch):
+        w = m.tensor(start, requires_grad=True)
+        first, second, third = (w * 1.0).unbind(0)  # one op, three views sharing their state
+        seen = []
+        first.register_hook(lambda g, seen=seen: seen.append(g.numpy().copy()) or g * 10)
+        second.retain_grad()
+        (first * 2 + second * 3 + third * 4).sum().backward()
+        flags = [t.retains_grad for t in (first, second, third)]
+        results.append((w.grad.numpy(), seen, second.grad.numpy(), flags))
+    ours, theirs = results
+    # small integers times 2, 3, 4 and 10: exact in both libraries
+    for mine, torchs in zip(ours[:3], theirs[:3], strict=True):
+        np.testing.assert_array_equal(mine, torchs)
+    assert ours[3] == theirs[3] == [False, True, False]  # only `second` retains its gradient
+
+
+def test_iterated_views_made_without_grad_become_separate_leaves():
+    torch = pytest.importorskip("torch")
+    results = []
+    for m in (td, torch):
+        base = m.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+        rows = list(base)  # views of one base, made by one op
+        rows[0].requires_grad_()
+        rows[1].requires_grad_()  # a leaf of its own: its own gradient accumulator
+        (rows[0] * rows[1] * 2 + rows[1]).sum().backward()
+        results.append([r.grad.numpy() if r.grad is not None else None for r in rows])
+    ours, theirs = results
+    np.testing.assert_array_equal(ours[0], theirs[0])  # small integers: exact
+    np.testing.assert_array_equal(ours[1], theirs[1])
+    assert ours[2] is None and theirs[2] is None

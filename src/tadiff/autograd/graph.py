@@ -22,6 +22,7 @@ from __future__ import annotations
 import traceback
 import weakref
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ FREED_MESSAGE = (
 )
 
 _new = object.__new__
+_ndarray = np.ndarray
 
 # Anomaly mode flag, a one-element list so the hot path reads it without a function call.
 ANOMALY = [False]
@@ -321,6 +323,7 @@ def edge(t: Tensor | None) -> tuple[Any, int]:
 
 _ZEROS = tuple((0,) * n for n in range(8))
 _ONE_ZERO = _ZEROS[1]
+_TWO_ZEROS = _ZEROS[2]
 
 
 def _zeros(n: int) -> tuple[int, ...]:
@@ -366,11 +369,22 @@ def record(
         The output Tensor, whose ``grad_fn`` is the new node.
     """
     node = _new(node_cls)
-    if len(inputs) == 1 and inputs[0] is not None and inputs[0].grad_fn is not None:
+    n = len(inputs)
+    if n == 1 and inputs[0] is not None and inputs[0].grad_fn is not None:
         # one input made by an op (views, unary functions, reductions): no loop, no list
         t = inputs[0]
         node._next = (t.grad_fn,)
         node._nrs = _ONE_ZERO if not t._output_nr else (t._output_nr,)
+    elif (
+        n == 2
+        and (a := inputs[0]) is not None
+        and (b := inputs[1]) is not None
+        and (fa := a.grad_fn) is not None
+        and (fb := b.grad_fn) is not None
+        and not (a._output_nr or b._output_nr)
+    ):  # two inputs made by ops (binary arithmetic inside a program), likewise
+        node._next = (fa, fb)
+        node._nrs = _TWO_ZEROS
     else:
         producers = []
         first_outputs = True  # every producer's output 0, the common case: shared zeros
@@ -389,7 +403,17 @@ def record(
                 producers.append(None)
         node._next = tuple(producers)
         node._nrs = _zeros(len(producers)) if first_outputs else _output_nrs(inputs)
-    out = _make(data, node, 0)
+    # the output, as _make builds it (inlined: this runs for every recorded op)
+    if type(data) is not _ndarray:
+        data = np.asarray(data)
+    out = _new(Tensor)
+    out.data = data
+    out._rg = True
+    out._grad = None
+    out.grad_fn = node
+    out._output_nr = 0
+    out._vc = None
+    out._meta = None
     if saved is INPUTS:
         saved = inputs
     if save_result:
@@ -415,22 +439,27 @@ def record_multi(
     args: tuple[Any, ...] = (),
     saved: tuple[Any, ...] = (),
     save_results: bool = False,
+    alike: bool = False,
 ) -> tuple[Tensor, ...]:
     """Like :func:`record` for an op with several outputs (``unbind``, ``split``, ``eigh``).
 
     ``saved`` are version-checked like :func:`record`'s; ``save_results`` appends every output
     (under ``create_graph`` they come back as Tensors of this node, so the backward formula is
-    differentiable in them).
+    differentiable in them). ``alike`` says every output has the first one's shape and dtype
+    (``unbind``: the node then stores them once).
     """
     node = node_cls.__new__(node_cls)
     node.next_functions = [edge(t) for t in inputs]
     node._args = args
     node._extra = None
-    node._n_outputs = len(datas)
-    node._out_meta = tuple((d.shape, d.dtype) for d in datas)
+    n = node._n_outputs = len(datas)
+    if alike and n:
+        node._out_meta = ((datas[0].shape, datas[0].dtype),) * n
+    else:
+        node._out_meta = tuple([(d.shape, d.dtype) for d in datas])
     if ANOMALY[0]:
         node._get_extra().trace = traceback.format_stack()[:-2]
-    outs = tuple(_make(d, node, i) for i, d in enumerate(datas))
+    outs = tuple(map(_make, datas, repeat(node), range(n)))
     if save_results:
         results = []
         for i, out in enumerate(outs):

@@ -35,26 +35,45 @@ _ndarray = np.ndarray
 
 
 class _Meta:
-    """Rarely used per-tensor state, created on first use."""
+    """Rarely used per-tensor state, created on first use.
+
+    The views one op makes of one base (``unbind``, iterating over a tensor) share one
+    ``_Meta`` (``shared``): their view state is the same, and a tensor that is given state of
+    its own (a hook, ``retain_grad``) first gets a private copy (``Tensor._get_meta``).
+    """
 
     __slots__ = (
         "acc",
         "hooks",
         "post_hooks",
         "retains_grad",
+        "shared",
         "view_base",
         "view_no_grad",
         "views",
     )
 
-    def __init__(self) -> None:
+    def __init__(
+        self, view_base: Tensor | None = None, view_no_grad: bool = False, shared: bool = False
+    ) -> None:
         self.acc = None  # the leaf's AccumulateGrad node (which refers back weakly)
         self.hooks = None  # leaf gradient hooks: list of callables
         self.post_hooks = None  # hooks run after .grad was accumulated: list of callables
         self.retains_grad = False
-        self.view_base = None  # for a view: the tensor whose memory it reads (never a view)
-        self.view_no_grad = False  # a view made without recording from a base requiring grad
+        self.view_base = view_base  # for a view: the tensor whose memory it reads (not a view)
+        self.view_no_grad = view_no_grad  # a view made without recording of a base needing grad
         self.views = None  # for a base: weak references to the views made of it
+        self.shared = shared  # held by several sibling views: copy before changing
+
+    def private_copy(self) -> _Meta:
+        """A copy for one tensor alone (its lists copied too)."""
+        meta = _Meta(self.view_base, self.view_no_grad)
+        meta.acc = self.acc
+        meta.retains_grad = self.retains_grad
+        for name in ("hooks", "post_hooks", "views"):
+            value = getattr(self, name)
+            setattr(meta, name, None if value is None else list(value))
+        return meta
 
 
 class Tensor:
@@ -185,9 +204,13 @@ class Tensor:
         return vc is not None and len(vc) > 1
 
     def _get_meta(self) -> _Meta:
+        """This tensor's own ``_Meta``, to read or change (made on first use, or copied from
+        the one it shares with its sibling views)."""
         meta = self._meta
         if meta is None:
             meta = self._meta = _Meta()
+        elif meta.shared:
+            meta = self._meta = meta.private_copy()
         return meta
 
     def backward(
@@ -442,7 +465,9 @@ def _default_dtype() -> np.dtype:
 
 
 def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:
-    """Fast internal constructor (ops' hot path); NumPy scalars become 0-d arrays."""
+    """Fast internal constructor (ops' hot path); NumPy scalars become 0-d arrays.
+
+    ``graph.record`` builds its outputs the same way, inlined: a new slot is set in both."""
     if type(data) is not _ndarray:
         data = np.asarray(data)
     t = _new(Tensor)

@@ -53,9 +53,7 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
     out._vc = vc
     meta = x._meta
     base = x if meta is None or meta.view_base is None else meta.view_base
-    meta = out._meta = _Meta()  # out is new: it has no meta yet
-    meta.view_base = base
-    meta.view_no_grad = base._rg and not _state.enabled
+    out._meta = _Meta(base, base._rg and not _state.enabled)  # out is new: it has no meta yet
     meta = base._meta or base._get_meta()
     views = meta.views
     if views is None:
@@ -70,20 +68,19 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
 
 def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
     """:func:`_as_view` for several new views of ``x`` at once (``unbind``, ``split``, iterating):
-    the base's bookkeeping is looked up once."""
+    the base's bookkeeping is looked up once, and the views share one ``_Meta``."""
     if not outs:
         return outs
     _as_view(outs[0], x)
-    vc, base = outs[0]._vc, outs[0]._meta.view_base
-    no_grad = outs[0]._meta.view_no_grad
-    views = base._meta.views
+    first = outs[0]
+    vc, meta = first._vc, first._meta
+    meta.shared = True
+    views = meta.view_base._meta.views
     before = len(views)
     for out in outs[1:]:
         out._vc = vc
-        meta = out._meta = _Meta()
-        meta.view_base = base
-        meta.view_no_grad = no_grad
-        views.append(ref(out))
+        out._meta = meta
+    views += map(ref, outs[1:])
     if len(views) >= 64 and len(views).bit_length() > before.bit_length():
         views[:] = [r for r in views if r() is not None]  # crossed a power of two: as _as_view
     return outs
@@ -438,7 +435,7 @@ def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     else:
         datas = [data[(slice(None),) * ax + (i, Ellipsis)] for i in range(data.shape[ax])]
     if x._rg and _state.enabled:
-        outs = record_multi(d.UnbindBackward0, datas, (x,), (ax,))
+        outs = record_multi(d.UnbindBackward0, datas, (x,), (ax,), alike=True)
     else:
         outs = tuple([_make(v) for v in datas])
     return _as_views(outs, x)
