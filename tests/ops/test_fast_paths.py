@@ -238,3 +238,15 @@ def test_iterated_views_made_without_grad_become_separate_leaves():
     np.testing.assert_array_equal(ours[0], theirs[0])  # small integers: exact
     np.testing.assert_array_equal(ours[1], theirs[1])
     assert ours[2] is None and theirs[2] is None
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64", "bool", "float32"])
+@pytest.mark.parametrize("dim", [None, 0])
+def test_sum_of_every_dtype_has_torchs_dtype_and_value(dtype, dim):
+    torch = pytest.importorskip("torch")
+    values = (np.arange(12).reshape(4, 3) * 37 % 256).astype(dtype)  # uint8 sums pass 255
+    ours = td.tensor(values).sum(dim) if dim is not None else td.tensor(values).sum()
+    theirs = torch.tensor(values).sum(dim) if dim is not None else torch.tensor(values).sum()
+    assert str(ours.dtype).replace("torch.", "") == str(theirs.dtype).replace("torch.", "")
+    # sums of whole numbers below 2^24: exact in every dtype
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -148,8 +148,8 @@ def fast_sum(a: np.ndarray, dims: tuple[int, ...] | None, keepdims: bool) -> np.
             out = sum_leading(a, k)
         elif dims == tuple(range(a.ndim - k, a.ndim)):
             out = sum_trailing(a, k)
-    if out is None:
-        return a.sum(axis=dims, keepdims=keepdims)
+    if out is None:  # the ufunc itself: ndarray.sum adds a Python-level wrapper around it
+        return np.add.reduce(a, axis=dims, keepdims=keepdims)
     return out.reshape(keepdim_shape(a.shape, dims)) if keepdims else out
 
 

@@ -82,6 +82,8 @@ def sum(
     x = as_tensor(x)
     dims, keep = _dims_keep(x, dim, keepdim, axis, keepdims)
     out = _reduce_out(fast_sum(x.data, dims, keep), x)  # BLAS for leading/short trailing dims
+    if out.dtype.kind == "u":
+        out = out.astype(np.int64)  # torch sums every integer dtype, unsigned too, into int64
     if x._rg and _state.enabled:
         node = d.SumBackward0 if dim is None and axis is None else d.SumBackward1
         return record(node, out, (x,), (), (x.data.shape, dims, keep))
