@@ -250,3 +250,24 @@ def test_sum_of_every_dtype_has_torchs_dtype_and_value(dtype, dim):
     assert str(ours.dtype).replace("torch.", "") == str(theirs.dtype).replace("torch.", "")
     # sums of whole numbers below 2^24: exact in every dtype
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_stack_checks_shapes_and_records_like_torch():
+    torch = pytest.importorskip("torch")
+    for m in (td, torch):
+        with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+            m.stack([m.zeros(3), m.zeros(3), m.zeros(2)])
+    with pytest.raises(RuntimeError, match=r"got \[3\] at entry 0 and \[2\] at entry 2"):
+        td.stack([td.zeros(3), td.zeros(3), td.zeros(2)])
+    results = []
+    for m in (td, torch):
+        w = m.tensor([1.0, 2.0], requires_grad=True)
+        rows = m.stack([w * 2, m.ones(2), w[0] * m.ones(2)], dim=1)  # constants among them
+        (rows * m.tensor([[1.0, 10.0, 100.0]])).sum().backward()
+        results.append((rows.detach().numpy(), w.grad.numpy(), type(rows.grad_fn).__name__))
+    (ours, our_grad, our_node), (theirs, their_grad, their_node) = results
+    np.testing.assert_array_equal(ours, theirs)  # products of small integers: exact
+    np.testing.assert_array_equal(our_grad, their_grad)
+    assert our_node == their_node == "StackBackward0"
+    with td.no_grad():
+        assert td.stack([td.tensor([1.0], requires_grad=True)]).grad_fn is None

@@ -500,7 +500,9 @@ def zeros_like(
 def ones_like(t: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Ones with ``t``'s shape and dtype."""
     if type(t) is Tensor and dtype is None and device is None and not requires_grad:
-        return _make(np.ones(t.data.shape, t.data.dtype))  # as zeros_like
+        out = np.empty(t.data.shape, t.data.dtype)  # as zeros_like (np.ones is Python-level:
+        out.fill(1)  # 7.5k instructions against 2.5k for a 0-d result)
+        return _make(out)
     shape, dt = _like(t, dtype)
     return ones(shape, dtype=dt, device=device, requires_grad=requires_grad)
 

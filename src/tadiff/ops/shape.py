@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 from weakref import ref
 
@@ -286,14 +287,19 @@ def flip(x: Tensor, dims: Any = None, *, axis: Any = None) -> Tensor:
     return _make(data)
 
 
-def _tensors(tensors: Any, what: str) -> list[Tensor]:
+def _tensors(tensors: Any, what: str) -> Sequence[Tensor]:
+    """The list or tuple of ``cat``/``stack`` as Tensors (itself when it holds only Tensors)."""
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
         raise DTypeError(
             f"{what}() expects a list or tuple of Tensors, got {type(tensors).__name__}"
         )
     if not tensors:
         raise InputError(f"{what}() expects a non-empty list of Tensors")
-    return [t if type(t) is Tensor else as_tensor(t, name=f"{what}() element") for t in tensors]
+    for t in tensors:
+        if type(t) is not Tensor:  # numbers, arrays, Parameters: converted (a rare case)
+            name = f"{what}() element"
+            return [u if type(u) is Tensor else as_tensor(u, name=name) for u in tensors]
+    return tensors
 
 
 def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
@@ -341,17 +347,27 @@ concatenate = cat
 def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
     """Stack equally shaped tensors along a new dim ``dim``."""
     ts = _tensors(tensors, "stack")
-    dim = pick_axis(dim if axis is None else None, axis, 0)
+    if axis is not None:
+        dim = pick_axis(None, axis, 0)
     shape = ts[0].data.shape
-    for k, t in enumerate(ts):
-        if t.data.shape != shape:
+    # one pass for the arrays, their shapes and requires_grad: a small stack (the rows of a
+    # 3x3 matrix from scalars) costs about as much as each extra loop over its inputs
+    arrays = []
+    needs_grad = False
+    for t in ts:
+        a = t.data
+        if a.shape != shape:
+            k = next(i for i, u in enumerate(ts) if u.data.shape != shape)
             raise ShapeError(
                 f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
-                f"and {list(t.data.shape)} at entry {k}"
+                f"and {list(a.shape)} at entry {k}"
             )
+        arrays.append(a)
+        if t._rg:
+            needs_grad = True
     ax = norm_dim(dim, len(shape) + 1)
-    data = _stack_arrays([t.data for t in ts], ax)
-    if _state.enabled and True in [t._rg for t in ts]:  # a list: no generator frame per call
+    data = _stack_arrays(arrays, ax)
+    if needs_grad and _state.enabled:
         return record(d.StackBackward0, data, tuple(ts), (), (ax,))
     return _make(data)
 
