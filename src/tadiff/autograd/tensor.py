@@ -35,27 +35,19 @@ _ndarray = np.ndarray
 
 
 class _Meta:
-    """Rarely used per-tensor state, created on first use.
-
-    The views one op makes of one base (``unbind``, iterating over a tensor) share one
-    ``_Meta`` (``shared``): their view state is the same, and a tensor that is given state of
-    its own (a hook, ``retain_grad``) first gets a private copy (``Tensor._get_meta``).
-    """
+    """Rarely used per-tensor state, created on first use."""
 
     __slots__ = (
         "acc",
         "hooks",
         "post_hooks",
         "retains_grad",
-        "shared",
         "view_base",
         "view_no_grad",
         "views",
     )
 
-    def __init__(
-        self, view_base: Tensor | None = None, view_no_grad: bool = False, shared: bool = False
-    ) -> None:
+    def __init__(self, view_base: Tensor | None = None, view_no_grad: bool = False) -> None:
         self.acc = None  # the leaf's AccumulateGrad node (which refers back weakly)
         self.hooks = None  # leaf gradient hooks: list of callables
         self.post_hooks = None  # hooks run after .grad was accumulated: list of callables
@@ -63,17 +55,29 @@ class _Meta:
         self.view_base = view_base  # for a view: the tensor whose memory it reads (not a view)
         self.view_no_grad = view_no_grad  # a view made without recording of a base needing grad
         self.views = None  # for a base: weak references to the views made of it
-        self.shared = shared  # held by several sibling views: copy before changing
 
-    def private_copy(self) -> _Meta:
-        """A copy for one tensor alone (its lists copied too)."""
-        meta = _Meta(self.view_base, self.view_no_grad)
-        meta.acc = self.acc
-        meta.retains_grad = self.retains_grad
-        for name in ("hooks", "post_hooks", "views"):
-            value = getattr(self, name)
-            setattr(meta, name, None if value is None else list(value))
-        return meta
+
+class _ViewMeta:
+    """A view's ``_Meta`` while it has no other state: never changed, so the views one op makes
+    of one base (``unbind``, iterating over a tensor) share one. The rest of ``_Meta`` reads as
+    its defaults; ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set.
+    Two slots and no ``__init__``: a view pays two stores instead of a ``_Meta`` call."""
+
+    __slots__ = ("view_base", "view_no_grad")
+    acc = None
+    hooks = None
+    post_hooks = None
+    retains_grad = False
+    views = None
+
+
+def view_meta(base: Tensor, no_grad: bool) -> _ViewMeta:
+    """A :class:`_ViewMeta` for views of ``base`` (``no_grad``: made without recording from a
+    base that requires grad)."""
+    meta = _new(_ViewMeta)
+    meta.view_base = base
+    meta.view_no_grad = no_grad
+    return meta
 
 
 class Tensor:
@@ -204,13 +208,13 @@ class Tensor:
         return vc is not None and len(vc) > 1
 
     def _get_meta(self) -> _Meta:
-        """This tensor's own ``_Meta``, to read or change (made on first use, or copied from
-        the one it shares with its sibling views)."""
+        """This tensor's own ``_Meta``, to read or change (made on first use, or in place of
+        the ``_ViewMeta`` a view may share with its siblings)."""
         meta = self._meta
         if meta is None:
             meta = self._meta = _Meta()
-        elif meta.shared:
-            meta = self._meta = meta.private_copy()
+        elif type(meta) is _ViewMeta:
+            meta = self._meta = _Meta(meta.view_base, meta.view_no_grad)
         return meta
 
     def backward(

@@ -23,7 +23,7 @@ from weakref import ref
 import numpy as np
 
 from tadiff._device import DEVICE_TYPES, check_device, device
-from tadiff.autograd.tensor import _Meta
+from tadiff.autograd.tensor import view_meta
 from tadiff.errors import DTypeError, InputError, ShapeError, type_name
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -54,7 +54,7 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
     out._vc = vc
     meta = x._meta
     base = x if meta is None or meta.view_base is None else meta.view_base
-    out._meta = _Meta(base, base._rg and not _state.enabled)  # out is new: it has no meta yet
+    out._meta = view_meta(base, base._rg and not _state.enabled)  # out is new: no meta yet
     meta = base._meta or base._get_meta()
     views = meta.views
     if views is None:
@@ -69,13 +69,12 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
 
 def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
     """:func:`_as_view` for several new views of ``x`` at once (``unbind``, ``split``, iterating):
-    the base's bookkeeping is looked up once, and the views share one ``_Meta``."""
+    the base's bookkeeping is looked up once, and the views share one ``_ViewMeta``."""
     if not outs:
         return outs
     _as_view(outs[0], x)
     first = outs[0]
     vc, meta = first._vc, first._meta
-    meta.shared = True
     views = meta.view_base._meta.views
     before = len(views)
     for out in outs[1:]:
