@@ -1,5 +1,5 @@
-"""Measurements the benchmark scripts share: median wall time of calls, and the resident memory
-calls add at their peak (Linux).
+"""Measurements the benchmark scripts share: median wall time of calls, the resident memory
+calls add at their peak (Linux), and instructions per call counted by valgrind's callgrind.
 
 Import from a script in ``benchmarks/`` (its folder is on ``sys.path`` when run as
 ``python benchmarks/<name>.py``)::
@@ -9,9 +9,15 @@ Import from a script in ``benchmarks/`` (its folder is on ``sys.path`` when run 
 
 from __future__ import annotations
 
+import gc
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +53,53 @@ def _status_kib(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise OSError(f"no {field} in /proc/self/status")
+
+
+def counted_totals(argv: Sequence[str]) -> list[int]:
+    """Run ``python argv...`` under callgrind with instrumentation off, and return the
+    instruction totals of the dumps it makes (in order): the child calls
+    :func:`count_calls`, which switches instrumentation on around the calls it counts.
+
+    Raises:
+        SystemExit: valgrind is not installed.
+    """
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            sys.exit("counting instructions needs valgrind's callgrind (apt-get install valgrind)")
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             f"--callgrind-out-file={out}", sys.executable, *argv],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        dumps = sorted(Path(folder).glob("callgrind.out.*"), key=lambda f: int(f.suffix[1:]))
+        return [_total(dump) for dump in dumps]
+
+
+def count_calls(fns: Sequence[Callable[[], Any]], calls: int, warmups: int = 2) -> None:
+    """In a child of :func:`counted_totals`: for each of ``fns``, ``warmups`` uncounted calls
+    (first-call caches), then ``calls`` counted ones and a dump. One dump of an empty function
+    comes first: the cost of switching, to subtract from every other. The collector is off."""
+    pid = str(os.getpid())
+
+    def control(*flags: str) -> None:
+        subprocess.run(["callgrind_control", *flags, pid], check=True, capture_output=True)
+
+    gc.disable()
+    for fn in [lambda: None, *fns]:
+        for _ in range(warmups):
+            fn()
+        control("--zero")
+        control("--instr=on")
+        for _ in range(calls):
+            fn()
+        control("--instr=off")
+        control("--dump")
+
+
+def _total(dump: Path) -> int:
+    for line in dump.read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{dump} has no totals line")

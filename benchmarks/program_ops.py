@@ -35,19 +35,16 @@ import gc
 import importlib
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # before NumPy loads: its BLAS reads them once
 
 import numpy as np  # noqa: E402
+from _measure import count_calls, counted_totals  # noqa: E402
 
 import tadiff as td  # noqa: E402
 
@@ -189,45 +186,18 @@ def _timed(names: list[str], dtype: str, repeats: int) -> None:
 
 
 def _counting_child(library: str, dtype: str, names: list[str], calls: int) -> None:
-    """Run under callgrind with instrumentation off: for each case, turn it on around
-    ``calls`` calls and dump the count (one dump first with nothing in between: the cost of
-    switching, subtracted from every case)."""
+    """Run under callgrind (:func:`_measure.counted_totals`): count ``calls`` calls of every
+    case, a dump each."""
     m = _import(library)
     cases = _cases(m, dtype)
-    pid = str(os.getpid())
-
-    def control(*flags: str) -> None:
-        subprocess.run(["callgrind_control", *flags, pid], check=True, capture_output=True)
-
-    gc.disable()
-    runs = [(lambda: None, 1)] + [_runner(cases, n, k, m) for n in names for k in KINDS]
-    for fn, _ in runs:
-        fn()
-        fn()  # first calls fill caches (Python's, NumPy's, the dispatcher's): not counted
-        control("--zero")
-        control("--instr=on")
-        for _ in range(calls):
-            fn()
-        control("--instr=off")
-        control("--dump")
+    count_calls([_runner(cases, n, k, m)[0] for n in names for k in KINDS], calls)
 
 
 def _counted(names: list[str], dtype: str, calls: int) -> None:
-    for tool in ("valgrind", "callgrind_control"):
-        if shutil.which(tool) is None:
-            sys.exit("--instructions needs valgrind's callgrind (apt-get install valgrind)")
     counts: dict[str, dict[tuple[str, str], float]] = {}
     for lib in ("tadiff", "torch"):
-        with tempfile.TemporaryDirectory() as folder:
-            out = Path(folder) / "callgrind.out"
-            subprocess.run(
-                ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                 f"--callgrind-out-file={out}", sys.executable, __file__, "--counting-child",
-                 lib, "--dtype", dtype, "--calls", str(calls), "--cases", *names],
-                check=True, capture_output=True,
-            )  # fmt: skip
-            dumps = sorted(Path(folder).glob("callgrind.out.*"), key=lambda f: int(f.suffix[1:]))
-            totals = [_total(dump) for dump in dumps]
+        totals = counted_totals([__file__, "--counting-child", lib, "--dtype", dtype,
+                                 "--calls", str(calls), "--cases", *names])  # fmt: skip
         switching = totals[0]
         keys = [(n, k) for n in names for k in KINDS]
         counts[lib] = {
@@ -236,13 +206,6 @@ def _counted(names: list[str], dtype: str, calls: int) -> None:
         }
     print(f"{dtype}, thousands of instructions per op ({calls} calls counted by callgrind)\n")
     _table(names, lambda lib, name, kind: counts[lib][(name, kind)], 1)
-
-
-def _total(dump: Path) -> int:
-    for line in dump.read_text().splitlines():
-        if line.startswith("totals:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{dump} has no totals line")
 
 
 def main() -> None:

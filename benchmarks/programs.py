@@ -35,9 +35,17 @@ tadiff sets glibc's malloc thresholds at import (``tadiff._malloc``: freed large
 is reused instead of faulted in again); ``--torch-malloc tadiff`` gives the torch worker the same
 thresholds, so the two libraries can also be compared with the same allocator settings.
 
+``--instructions`` counts instructions per call instead, with valgrind's callgrind (``apt-get
+install valgrind``), for one dtype (``--dtype``): each library runs in a child under callgrind,
+instrumentation switched on only around ``--calls`` calls of each program and mode, the garbage
+collector off. The counts repeat to within about 1% whatever the load, where a timing here moves
+by ±20%: they show a change of a few percent in a whole program (an instruction is no unit of
+time, though: NumPy's loops do more per instruction than Python's interpreter).
+
 Run: ``python benchmarks/programs.py [--repeats 7] [--programs gmm,ba] [--memory]
 [--torch-malloc tadiff] [--threads 2]``; combine several runs' Markdown with
-``benchmarks/median_of_runs.py``.
+``benchmarks/median_of_runs.py``. ``python benchmarks/programs.py --instructions [--dtype
+float64] [--calls 3] [--programs ...]``.
 """
 
 from __future__ import annotations
@@ -64,11 +72,12 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _measure import peak_mib  # noqa: E402
+from _measure import count_calls, counted_totals, peak_mib  # noqa: E402
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "examples" / "pytorch_programs"
 MIN_SECONDS = 0.02  # each timing lasts at least this long
 GOALS = {"forward": 1.5, "gradient": 1.0}  # the largest tadiff / torch ratio aimed for
+MODES = tuple(GOALS)  # each program's two functions: forward(inputs), gradient(inputs)
 
 
 def _alias() -> Any:
@@ -224,7 +233,7 @@ def run(
                 for worker in workers.values():
                     worker.ask(cmd="load", program=name, dtype=dtype)
                 row: dict[str, Any] = {"program": name, "dtype": dtype}
-                for mode in ("forward", "gradient"):
+                for mode in MODES:
                     medians = time_pair(workers, mode, repeats)
                     row[mode] = (medians["tadiff"], medians["torch"])
                     row[f"{mode} gc"] = medians["gc"]
@@ -242,12 +251,12 @@ def run(
 
 def _print_row(row: dict[str, Any], memory: bool) -> None:
     cells = [row["program"], row["dtype"]]
-    for mode in ("forward", "gradient"):
+    for mode in MODES:
         ours, theirs = row[mode]
         cells += [f"{ours * 1e3:.3f}", f"{theirs * 1e3:.3f}", f"{ours / theirs:.2f}×",
                   f"{100 * row[f'{mode} gc']:.0f} %"]  # fmt: skip
     if memory:
-        for mode in ("forward", "gradient"):
+        for mode in MODES:
             cells += [f"{v:.1f}" for v in row[f"{mode} MiB"]]
     print("| " + " | ".join(cells) + " |", flush=True)
 
@@ -283,6 +292,40 @@ def _machine(threads: int) -> str:
     )
 
 
+def _counting_child(backend: str, names: list[str], dtype: str, calls: int) -> None:
+    """Run under callgrind (:func:`_measure.counted_totals`): ``calls`` counted calls of each
+    program's forward and gradient, a dump each."""
+    _with_threads(backend)
+    alias = _alias()
+    fns = []
+    for name in names:
+        program = alias.load_program(PROGRAMS / f"{name}.py", backend)
+        inputs = program.make_inputs("bench", dtype)
+        for mode in MODES:
+            fn = getattr(program, mode)
+            fns.append(lambda fn=fn, x=inputs: fn(x))
+    count_calls(fns, calls)
+
+
+def counted(names: list[str], dtype: str, calls: int) -> None:
+    """Print millions of instructions per call of every program and mode, tadiff and torch
+    (callgrind; the garbage collector off, so that its share, which ``run`` reports, is not in
+    them)."""
+    per_call: dict[str, list[float]] = {}
+    for backend in ("tadiff", "torch"):
+        child = ["--counting-child", backend, "--programs", ",".join(names)]
+        totals = counted_totals([__file__, *child, "--dtype", dtype, "--calls", str(calls)])
+        per_call[backend] = [(t - totals[0]) / calls / 1e6 for t in totals[1:]]
+    print(f"{dtype}, millions of instructions per call ({calls} calls counted by callgrind)\n")
+    print("| program | mode | tadiff | torch | tadiff / torch |")
+    print("|---|---|---:|---:|---:|")
+    keys = [(n, m) for n in names for m in MODES]
+    for k, (name, mode) in enumerate(keys):
+        ours, theirs = per_call["tadiff"][k], per_call["torch"][k]
+        label = "forward" if mode == "forward" else "fwd+grad"
+        print(f"| {name} | {label} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}× |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -300,9 +343,21 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="threads per library (default 1); above 1, times are wall-clock",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per call with valgrind's callgrind instead of timing",
+    )
+    parser.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                        help="with --instructions: the programs' dtype")  # fmt: skip
+    parser.add_argument("--calls", type=int, default=3, help="with --instructions: calls counted")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--counting-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.counting_child:
+        _counting_child(args.counting_child, args.programs.split(","), args.dtype, args.calls)
+        return 0
     if args.memory_child:
         print(_memory_child(*json.loads(args.memory_child)))
         return 0
@@ -316,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown program(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    if args.instructions:
+        counted(names, args.dtype, args.calls)
+        return 0
     print(f"Machine: {_machine(args.threads)}; torch's malloc thresholds: {args.torch_malloc}")
     print(f"Load average at start: {os.getloadavg()[0]:.2f}\n")
     print(f"**PyTorch programs, tadiff vs torch eager (median of {args.repeats}, ms per call)**\n")
