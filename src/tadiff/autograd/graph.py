@@ -43,7 +43,6 @@ FREED_MESSAGE = (
 )
 
 _new = object.__new__
-_ndarray = np.ndarray
 
 # Anomaly mode flag, a one-element list so the hot path reads it without a function call.
 ANOMALY = [False]
@@ -403,17 +402,7 @@ def record(
                 producers.append(None)
         node._next = tuple(producers)
         node._nrs = _zeros(len(producers)) if first_outputs else _output_nrs(inputs)
-    # the output, as _make builds it (inlined: this runs for every recorded op)
-    if type(data) is not _ndarray:
-        data = np.asarray(data)
-    out = _new(Tensor)
-    out.data = data
-    out._rg = True
-    out._grad = None
-    out.grad_fn = node
-    out._output_nr = 0
-    out._vc = None
-    out._meta = None
+    out = _make(data, node, 0)
     if saved is INPUTS:
         saved = inputs
     if save_result:

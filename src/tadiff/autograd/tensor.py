@@ -60,8 +60,8 @@ class _Meta:
 class _ViewMeta:
     """A view's ``_Meta`` while it has no other state: never changed, so the views one op makes
     of one base (``unbind``, iterating over a tensor) share one. The rest of ``_Meta`` reads as
-    its defaults; ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set.
-    Two slots and no ``__init__``: a view pays two stores instead of a ``_Meta`` call."""
+    its defaults; ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set (a
+    change made any other way fails loudly: the defaults are class attributes, read-only)."""
 
     __slots__ = ("view_base", "view_no_grad")
     acc = None
@@ -469,9 +469,7 @@ def _default_dtype() -> np.dtype:
 
 
 def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:
-    """Fast internal constructor (ops' hot path); NumPy scalars become 0-d arrays.
-
-    ``graph.record`` builds its outputs the same way, inlined: a new slot is set in both."""
+    """Fast internal constructor (ops' hot path); NumPy scalars become 0-d arrays."""
     if type(data) is not _ndarray:
         data = np.asarray(data)
     t = _new(Tensor)
