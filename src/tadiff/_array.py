@@ -128,15 +128,7 @@ def add_at(out: np.ndarray, key, values) -> None:
             if out.ndim == 1:  # NumPy's own fast path, as it is
                 np.add.at(out, first, values)
                 return
-            if (
-                out.ndim == 2
-                and out.shape[1] <= _FEW_LINES
-                and values.shape == (first.shape[0], out.shape[1])
-                and not np.may_share_memory(values, out)
-            ):  # rows of a few columns (forces per point), the common case: no search
-                _add_by_lines(out, 0, first, values)
-                return
-            form = (first.shape + out.shape[1:], 0)  # rows: without the search
+            form = (first.shape + out.shape[1:], 0)  # rows: the common case, without the search
         else:
             form = _scatter_form(out.shape, key)
     if form is not None and form[1] is not None and out.size:

@@ -346,8 +346,7 @@ concatenate = cat
 def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
     """Stack equally shaped tensors along a new dim ``dim``."""
     ts = _tensors(tensors, "stack")
-    if axis is not None:
-        dim = pick_axis(None, axis, 0)
+    dim = pick_axis(dim if axis is None else None, axis, 0)
     shape = ts[0].data.shape
     # one pass for the arrays, their shapes and requires_grad: a small stack (the rows of a
     # 3x3 matrix from scalars) costs about as much as each extra loop over its inputs
