@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tadiff as td
-from tadiff.errors import InputError
+from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.index import define
 from tadiff.index.compile import clear_cache, kernel, set_cache_limit, stats
 
@@ -84,6 +84,49 @@ def test_cache_keeps_the_most_recently_used_kernels_up_to_its_limit():
         assert stats()["kernels"] == 1
     finally:
         set_cache_limit(previous)
+
+
+def test_tensor_calls_recompile_a_kernel_dropped_from_the_cache():
+    # a call remembers the cache key of its argument layout; a dropped kernel is built again
+    clear_cache()
+    f = define("y[i] = sum[k=0:3](x[i+k] * w[k])")
+    x = td.tensor(np.arange(6.0), requires_grad=True)
+    w = td.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    expected_y = [8.0, 14.0, 20.0, 26.0]  # sum_k x[i+k] w[k], worked out by hand
+    expected_dx = [1.0, 3.0, 6.0, 6.0, 5.0, 3.0]  # d/dx[t] of sum_i y[i]: w's terms reaching t
+    previous = set_cache_limit(1)
+    try:
+        for step in range(3):
+            y = f(x=x, w=w)
+            assert y.tolist() == expected_y
+            x.grad = None
+            y.sum().backward()  # its gradient kernel evicts the forward's
+            assert x.grad.tolist() == expected_dx
+            # the forward, then both derivatives (an entry built from two kernels), each step
+            assert stats()["compilations"] == 3 * (step + 1)
+    finally:
+        set_cache_limit(previous)
+    y = f(x=x, w=w)  # and back to hits once the cache holds both
+    hits = stats()["cache_hits"]
+    assert f(x=x, w=w).tolist() == y.tolist() and stats()["cache_hits"] == hits + 1
+
+
+def test_tensor_calls_check_every_new_argument_layout():
+    f = define("y[i] = sum[k=0:3](x[i+k] * w[k])")
+    w = td.tensor(np.ones(3))
+    assert f(x=td.tensor(np.ones(5)), w=w).shape == (3,)  # a layout checked and remembered
+    with pytest.raises(ShapeError, match="indexed with 1 indices but has shape"):
+        f(x=td.tensor(np.ones((5, 2))), w=w)
+    with pytest.raises(DTypeError, match="real number array"):
+        f(x=td.tensor(np.ones(5, dtype=complex)), w=w)
+    with pytest.raises(InputError, match="missing w"):
+        f(x=td.tensor(np.ones(5)))
+    with pytest.raises(InputError, match="unexpected v"):
+        f(x=td.tensor(np.ones(5)), w=w, v=w)
+    with pytest.raises(DTypeError, match="got str"):
+        f(x=td.tensor(np.ones(5)), w="ones")
+    with pytest.raises(ShapeError, match="would have size 0"):
+        f(x=td.tensor(np.ones(2)), w=w)
 
 
 def test_cache_limit_rejects_nonsense(monkeypatch):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tadiff.autograd.tensor import Tensor
 from tadiff.errors import DTypeError, InputError, MissingDependencyError, ShapeError
 from tadiff.index import expr as ir
 from tadiff.index import interpret, printer, shapes
@@ -88,6 +89,9 @@ class TensorFunction:
     _checked: dict = field(default_factory=dict, repr=False)
     _reads_output: dict = field(default_factory=dict, repr=False)
     _sites: list | None = field(default=None, repr=False)
+    # argument layouts (shapes, dtypes) already checked and compiled for -> the kernel cache's key
+    # (see tadiff.index.compile.engine_op): a repeated call skips both
+    _layouts: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def sites(self) -> list[shapes.AccessSite]:
@@ -230,10 +234,10 @@ class TensorFunction:
             >>> f(x=np.arange(4.0), w=np.ones(2)).tolist()
             [1.0, 3.0, 5.0]
         """
-        if any(_is_tensor(v) for v in arrays.values()):
+        if any(isinstance(v, Tensor) for v in arrays.values()):
             from tadiff.index.compile.engine_op import call_engine
 
-            self._arrays({k: _data_of(v) for k, v in arrays.items()}, convert=False)
+            # call_engine checks the arguments (once per layout, before compiling for it)
             return call_engine(self, arrays, self.backend)
         return self.evaluate(arrays)
 
@@ -584,16 +588,6 @@ def example_shapes(fn: TensorFunction, size: int = 64) -> dict[str, tuple[int, .
             shapes[fn.args[-1]] = parent.output_shape(**shapes)
         return {a: shapes[a] for a in fn.args}
     return {a: (size,) * fn.arg_ranks[a] for a in fn.args}
-
-
-def _is_tensor(value: object) -> bool:
-    from tadiff.autograd.tensor import Tensor
-
-    return isinstance(value, Tensor)
-
-
-def _data_of(value: object) -> object:
-    return value.data if _is_tensor(value) else value
 
 
 def _constant(size: Affine | None) -> Affine | None:

@@ -37,9 +37,12 @@ from tadiff.index.limits import check_kernel_limits
 __all__ = [
     "BACKENDS",
     "cache_limit",
+    "cached",
     "clear_cache",
     "gradient_kernel",
+    "gradient_key",
     "kernel",
+    "kernel_key",
     "record_derivation",
     "set_cache_limit",
     "source_dir",
@@ -211,8 +214,8 @@ def kernel(
     dtype = _checked(backend, dtype)
     shapes = {name: tuple(int(n) for n in shapes[name]) for name in fn.args}
     known = dict(known or {})
-    key = (_key(fn), tuple(shapes.items()), dtype.str, backend, _known_key(known))
-    hit = _hit(key)
+    key = kernel_key(fn, shapes, dtype, backend, known)
+    hit = cached(key)
     if hit is not None:
         return hit
     start = time.perf_counter()
@@ -222,6 +225,32 @@ def kernel(
     check_kernel_limits(fn, shapes, out_shape, dtype, backend)  # int64 indices, memory
     result = _lower(fn, shapes, dtype, backend, params, out_shape, known)
     return _keep(key, result, [result.backend], start)
+
+
+def kernel_key(fn, shapes, dtype, backend: str, known) -> tuple:
+    """The cache key of :func:`kernel` ``(fn, shapes, dtype, backend, known)``, shapes as tuples
+    of ints: a caller that keeps it finds the kernel again with :func:`cached`, without
+    building the key per call."""
+    shapes = tuple([(name, shapes[name]) for name in fn.args])
+    return (_key(fn), shapes, np.dtype(dtype).str, backend, _known_key(known))
+
+
+def gradient_key(fn, wrts: tuple[str, ...], shapes, dtype, backend: str, known) -> tuple:
+    """The cache key of :func:`gradient_kernel` for the same arguments (see
+    :func:`kernel_key`)."""
+    shapes = tuple([(n, shapes[n]) for n in (*fn.args, fn.grad_name)])
+    dtype = np.dtype(dtype).str
+    return ("gradients", _key(fn), tuple(wrts), shapes, dtype, backend, _known_key(known))
+
+
+def cached(key: tuple):
+    """The kernel (or gradient kernel) cached under ``key``, counted as a hit and kept as the
+    most recently used; None if it is not (or no longer) cached."""
+    hit = _KERNELS.get(key)
+    if hit is not None:
+        _STATS["cache_hits"] += 1
+        _KERNELS.move_to_end(key)
+    return hit
 
 
 def _checked(backend: str, dtype: object) -> np.dtype:
@@ -235,14 +264,6 @@ def _checked(backend: str, dtype: object) -> np.dtype:
 
 def _known_key(known: Mapping[str, tuple[object, tuple[int, ...]]]) -> tuple:
     return tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
-
-
-def _hit(key: tuple):
-    hit = _KERNELS.get(key)
-    if hit is not None:
-        _STATS["cache_hits"] += 1
-        _KERNELS.move_to_end(key)
-    return hit
 
 
 def _keep(key: tuple, result, backends: list[str], start: float):
@@ -298,9 +319,8 @@ def gradient_kernel(
     names = (*fn.args, fn.grad_name)
     shapes = {n: tuple(int(d) for d in shapes[n]) for n in names}
     known = dict(known or {})
-    key = ("gradients", _key(fn), tuple(wrts), tuple(shapes.items()), dtype.str, backend)
-    key += (_known_key(known),)
-    hit = _hit(key)
+    key = gradient_key(fn, tuple(wrts), shapes, dtype, backend, known)
+    hit = cached(key)
     if hit is not None:
         return hit
     from tadiff.index.compile.lower import lower_gradients

@@ -29,7 +29,13 @@ from tadiff.autograd.grad_mode import is_grad_enabled
 from tadiff.autograd.graph import Node, record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError
-from tadiff.index.compile.cache import kernel
+from tadiff.index.compile.cache import (
+    cached,
+    gradient_kernel,
+    gradient_key,
+    kernel,
+    kernel_key,
+)
 
 __all__ = [
     "IndexOpBackward",
@@ -70,14 +76,42 @@ def evaluate_arrays(
     arguments, which the kernel may read instead of recomputing it (a forward's output, for
     its derivatives).
     """
-    dtype = _compute_dtype(fn, values)
-    arrays = {n: _data(values[n]).astype(dtype, copy=False) for n in fn.args}
-    known = {}
-    for name, (source, array) in (saved or {}).items():
-        arrays[name] = np.asarray(array).astype(dtype, copy=False)
-        known[name] = (source, arrays[name].shape)
-    shapes = {n: arrays[n].shape for n in fn.args}
-    return kernel(fn, shapes, dtype, backend, known)(arrays)
+    if saved:
+        dtype = _compute_dtype(fn, values)
+        arrays = {n: _data(values[n]).astype(dtype, copy=False) for n in fn.args}
+        known = {}
+        for name, (source, array) in saved.items():
+            arrays[name] = np.asarray(array).astype(dtype, copy=False)
+            known[name] = (source, arrays[name].shape)
+        shapes = {n: arrays[n].shape for n in fn.args}
+        return kernel(fn, shapes, dtype, backend, known)(arrays)
+    data = [_data(values[n]) for n in fn.args]
+    layout = (backend, *[(a.shape, a.dtype) for a in data])
+    found = fn._layouts.get(layout)
+    if found is None:
+        fn._arrays(dict(zip(fn.args, data, strict=True)), convert=False)  # raises on bad input
+        dtype = _compute_dtype(fn, values)
+        shapes = {n: a.shape for n, a in zip(fn.args, data, strict=True)}
+        found = _remember(fn, layout, dtype, kernel_key(fn, shapes, dtype, backend, {}))
+        compiled = kernel(fn, shapes, dtype, backend)
+    else:
+        dtype, key = found
+        compiled = cached(key)
+        if compiled is None:  # dropped from the cache since: compile again
+            compiled = kernel(fn, {n: a.shape for n, a in zip(fn.args, data)}, dtype, backend)  # noqa: B905
+    return compiled({n: a.astype(dtype, copy=False) for n, a in zip(fn.args, data)})  # noqa: B905
+
+
+def _remember(fn, layout: tuple, dtype: np.dtype, key: tuple) -> tuple[np.dtype, tuple]:
+    """Note that ``fn``'s arguments of this ``layout`` were checked and compile to the kernel
+    cached under ``key`` (a few hundred layouts per function at most)."""
+    if len(fn._layouts) >= _LAYOUTS_KEPT:
+        fn._layouts.clear()
+    fn._layouts[layout] = found = (dtype, key)
+    return found
+
+
+_LAYOUTS_KEPT = 256
 
 
 def evaluate_gradients(
@@ -97,18 +131,28 @@ def evaluate_gradients(
         backend: kernel backend.
         output: the forward's output, which the kernels read instead of recomputing it.
     """
-    from tadiff.index.compile.cache import gradient_kernel
-
     names = (*fn.args, fn.grad_name)
-    probe = fn.grad(wrts[0])
-    dtype = _compute_dtype(probe, {n: values[n] for n in probe.args})
-    arrays = {n: _data(values[n]).astype(dtype, copy=False) for n in names}
-    known = {}
-    if output is not None and fn.out_name not in names:
-        arrays[fn.out_name] = np.asarray(output).astype(dtype, copy=False)
-        known[fn.out_name] = (fn, arrays[fn.out_name].shape)
-    shapes = {n: arrays[n].shape for n in names}
-    return gradient_kernel(fn, tuple(wrts), shapes, dtype, backend, known)(arrays)
+    data = [_data(values[n]) for n in names]
+    reads = output is not None and fn.out_name not in names
+    if reads:
+        names, data = (*names, fn.out_name), [*data, np.asarray(output)]
+    layout = ("gradients", wrts, backend, *[(a.shape, a.dtype) for a in data])
+    found = fn._layouts.get(layout)
+    if found is None:
+        probe = fn.grad(wrts[0])
+        dtype = _compute_dtype(probe, {n: values[n] for n in probe.args})
+        shapes = {n: a.shape for n, a in zip(names, data, strict=True)}
+        known = {fn.out_name: (fn, shapes.pop(fn.out_name))} if reads else {}
+        found = _remember(
+            fn, layout, dtype, gradient_key(fn, tuple(wrts), shapes, dtype, backend, known)
+        )
+    dtype, key = found
+    compiled = cached(key)
+    if compiled is None:  # first call for this layout, or dropped from the cache since
+        shapes = {n: a.shape for n, a in zip(names, data, strict=True)}
+        known = {fn.out_name: (fn, shapes.pop(fn.out_name))} if reads else {}
+        compiled = gradient_kernel(fn, tuple(wrts), shapes, dtype, backend, known)
+    return compiled({n: a.astype(dtype, copy=False) for n, a in zip(names, data)})  # noqa: B905
 
 
 def saved_output(fn, derivative, output: np.ndarray) -> dict[str, tuple]:
@@ -165,10 +209,14 @@ def call_engine(fn, values: Mapping[str, object], backend: str = "auto") -> Tens
 
     Returns:
         A Tensor of ``fn``'s output shape; float32 when every float argument is float32.
+
+    Raises:
+        InputError: a missing or unexpected argument.
+        DTypeError, ShapeError: an argument that does not fit (checked once per layout).
     """
-    tensors = tuple(
-        v if isinstance(v, Tensor) else Tensor(np.asarray(v)) for v in (values[n] for n in fn.args)
-    )
+    tensors = tuple([values.get(n) for n in fn.args])
+    if len(values) != len(tensors) or not all(isinstance(t, Tensor) for t in tensors):
+        tensors = _as_tensors(fn, values)
     data = evaluate_arrays(fn, dict(zip(fn.args, tensors, strict=True)), backend)
     if not (is_grad_enabled() and any(t._rg for t in tensors)):
         return _make(data)
@@ -176,3 +224,11 @@ def call_engine(fn, values: Mapping[str, object], backend: str = "auto") -> Tens
     # forward (so modifying it in place before the backward is an error, as in torch)
     reads = any(fn.grad_reads_output(n) for n, t in zip(fn.args, tensors, strict=True) if t._rg)
     return record(IndexOpBackward, data, tensors, tensors, (fn, backend, reads), save_result=reads)
+
+
+def _as_tensors(fn, values: Mapping[str, object]) -> tuple[Tensor, ...]:
+    """The arguments as Tensors (arrays and numbers become constants), checked first."""
+    fn._arrays({n: _data(v) if isinstance(v, Tensor) else v for n, v in values.items()}, False)
+    return tuple(
+        v if isinstance(v, Tensor) else Tensor(np.asarray(v)) for v in (values[n] for n in fn.args)
+    )
