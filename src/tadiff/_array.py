@@ -53,6 +53,26 @@ def pad_constant(array: np.ndarray, pairs, value: float = 0.0) -> np.ndarray:
     return out
 
 
+def out_of_range(idx: np.ndarray, n: int) -> bool:
+    """Whether some entry of the integer array ``idx`` lies outside ``[0, n)``.
+
+    One reduction: seen as unsigned, a negative index is larger than any size (a reduction
+    costs as much as a small scatter itself, so the minimum and maximum cost one).
+
+    Example:
+        >>> out_of_range(np.array([0, 2]), 3), out_of_range(np.array([0, -1]), 3)
+        (False, True)
+    """
+    if not idx.size:
+        return False
+    if idx.dtype.kind == "i":
+        idx = idx.view(_UNSIGNED[idx.dtype.itemsize])
+    return bool(np.maximum.reduce(idx, axis=None) >= n)
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def strided_view(
     array: np.ndarray,
     shape: tuple[int, ...],

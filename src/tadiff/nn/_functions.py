@@ -30,10 +30,17 @@ class ClassPicks:
         count: the number of elements that count (the ``"mean"`` divisor).
     """
 
-    def __init__(self, index: np.ndarray, valid: np.ndarray, num_classes: int):
-        self.index, self.valid, self.num_classes = index, valid, num_classes
-        self.all_valid = bool(valid.all())
-        self.count = float(valid.size if self.all_valid else np.count_nonzero(valid))
+    def __init__(self, index: np.ndarray, valid: np.ndarray | None, num_classes: int):
+        """``valid`` None: every element counts (its mask is made only if asked for)."""
+        self.index, self._valid, self.num_classes = index, valid, num_classes
+        self.all_valid = valid is None or bool(valid.all())
+        self.count = float(index.size if self.all_valid else np.count_nonzero(valid))
+
+    @property
+    def valid(self) -> np.ndarray:
+        if self._valid is None:
+            self._valid = np.ones(self.index.shape, bool)
+        return self._valid
 
     def take(self, values: np.ndarray, axis: int) -> np.ndarray:
         """Each element's value at its target class: ``values`` without the class axis."""
@@ -77,20 +84,24 @@ def cross_entropy_op(
         ``CrossEntropyBackward0`` when ``x`` requires grad.
     """
     data = x.data
-    shifted = data - data.max(axis=axis, keepdims=True)
+    # the ufuncs' reductions directly: the ndarray methods add a Python-level wrapper each
+    shifted = data - np.maximum.reduce(data, axis=axis, keepdims=True)
     exp = np.exp(shifted)
-    total = exp.sum(axis=axis, keepdims=True)
+    total = np.add.reduce(exp, axis=axis, keepdims=True)
     if isinstance(q, ClassPicks):
         losses = np.log(np.squeeze(total, axis)) - q.take(shifted, axis)
         if not q.all_valid:
             losses *= q.valid
     else:
-        losses = -(q * (shifted - np.log(total))).sum(axis=axis)
+        losses = -np.add.reduce(q * (shifted - np.log(total)), axis=axis)
     if reduction != "none":
-        losses = losses.sum()
+        losses = np.add.reduce(losses, axis=None)
         if reduction == "mean":
-            with np.errstate(invalid="ignore", divide="ignore"):  # all ignored: nan, as torch
+            if denominator:
                 losses = losses / denominator
+            else:
+                with np.errstate(invalid="ignore", divide="ignore"):  # all ignored: nan
+                    losses = losses / np.float64(0.0)
         losses = np.asarray(losses, dtype=data.dtype)
     if not needs_grad(x):
         return _make(losses)

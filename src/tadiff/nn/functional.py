@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 import tadiff as td
+from tadiff._array import out_of_range
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError
@@ -307,10 +308,11 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
 def _class_picks(
     target: np.ndarray, num_classes: int, ignore_index: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Checked class indices: ``(target with ignored elements set to class 0, valid mask)``."""
-    in_range = target.size and target.min() >= 0 and target.max() < num_classes
+    """Checked class indices: ``(target with ignored elements set to class 0, valid mask)``;
+    the mask is None when every element counts."""
+    in_range = target.size and not out_of_range(target, num_classes)
     if in_range and not 0 <= ignore_index < num_classes:  # the common case: nothing ignored
-        return target, np.ones(target.shape, bool)
+        return target, None
     valid = target != ignore_index
     bad = valid & ((target < 0) | (target >= num_classes))
     if bad.any():
@@ -334,6 +336,8 @@ def _target_weights(
     """For class-index targets: the coefficients ``q`` (input's shape) with
     ``loss_i = -sum_c q_ic log p_ic``, and the ``"mean"`` denominator ``sum_i w[t_i]``."""
     safe, valid = _class_picks(target, num_classes, ignore_index)
+    if valid is None:
+        valid = np.ones(target.shape, bool)
     w = np.ones(num_classes) if weight is None else weight.astype(np.float64)
     picked = w[safe] * valid  # weight of each element's own class; 0 where ignored
     q = np.zeros((*target.shape, num_classes))

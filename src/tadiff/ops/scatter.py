@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tadiff._array import add_at
+from tadiff._array import add_at, out_of_range
 from tadiff.errors import AutogradError, DTypeError, IndexingError, InputError, ShapeError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, record
@@ -37,21 +37,6 @@ def _index_1d(index: Any, what: str) -> np.ndarray:
             f"{what}: index must be a 0-D or 1-D integer tensor, got {idx.dtype} {idx.shape}"
         )
     return idx if idx.ndim == 1 else idx.reshape(-1)
-
-
-def _out_of_range(idx: np.ndarray, n: int) -> bool:
-    """Whether some entry of the integer array ``idx`` lies outside ``[0, n)``.
-
-    One reduction: seen as unsigned, a negative index is larger than any size (each reduction
-    costs as much as a small scatter itself, so the min and max torch checks cost one)."""
-    if not idx.size:
-        return False
-    if idx.dtype.kind == "i":
-        idx = idx.view(_UNSIGNED[idx.dtype.itemsize])
-    return bool(np.maximum.reduce(idx) >= n)
-
-
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def scatter(
@@ -163,7 +148,7 @@ def _index_add_operands(
     ax = norm_dim(dim, max(x.ndim, 1))
     idx = _index_1d(index, "index_add")
     source = _source(x, ax, idx, source, "index_add")
-    if _out_of_range(idx, x.shape[ax] if x.ndim else 1):
+    if out_of_range(idx, x.shape[ax] if x.ndim else 1):
         raise IndexingError(
             f"index_add(): index out of range in self (indices {idx.min()}..{idx.max()} along "
             f"dim {dim} of size {x.shape[ax] if x.ndim else 1})"

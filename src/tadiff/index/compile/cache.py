@@ -53,7 +53,7 @@ BACKENDS = ("auto", "einsum", "numpy", "numba", "triton")
 """Backend names: ``auto`` is einsum for pure contractions, else the vectorized NumPy kernel;
 ``triton`` needs torch and triton (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
 
-_KERNELS: OrderedDict[tuple, Kernel] = OrderedDict()  # least recently used first
+_KERNELS: OrderedDict[CacheKey, Kernel] = OrderedDict()  # least recently used first
 _STATS = {
     "derivations": 0,
     "derivation_seconds": 0.0,
@@ -227,23 +227,44 @@ def kernel(
     return _keep(key, result, [result.backend], start)
 
 
-def kernel_key(fn, shapes, dtype, backend: str, known) -> tuple:
+class CacheKey:
+    """A kernel cache key: a tuple of the definition's structure, shapes, dtype and backend,
+    hashed once (hashing the tuple itself walks the definition's ranges every lookup)."""
+
+    __slots__ = ("_hash", "parts")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is CacheKey and self.parts == other.parts)
+
+    def __repr__(self) -> str:
+        return f"CacheKey{self.parts!r}"
+
+
+def kernel_key(fn, shapes, dtype, backend: str, known) -> CacheKey:
     """The cache key of :func:`kernel` ``(fn, shapes, dtype, backend, known)``, shapes as tuples
     of ints: a caller that keeps it finds the kernel again with :func:`cached`, without
     building the key per call."""
     shapes = tuple([(name, shapes[name]) for name in fn.args])
-    return (_key(fn), shapes, np.dtype(dtype).str, backend, _known_key(known))
+    return CacheKey((_key(fn), shapes, np.dtype(dtype).str, backend, _known_key(known)))
 
 
-def gradient_key(fn, wrts: tuple[str, ...], shapes, dtype, backend: str, known) -> tuple:
+def gradient_key(fn, wrts: tuple[str, ...], shapes, dtype, backend: str, known) -> CacheKey:
     """The cache key of :func:`gradient_kernel` for the same arguments (see
     :func:`kernel_key`)."""
     shapes = tuple([(n, shapes[n]) for n in (*fn.args, fn.grad_name)])
     dtype = np.dtype(dtype).str
-    return ("gradients", _key(fn), tuple(wrts), shapes, dtype, backend, _known_key(known))
+    parts = ("gradients", _key(fn), tuple(wrts), shapes, dtype, backend, _known_key(known))
+    return CacheKey(parts)
 
 
-def cached(key: tuple):
+def cached(key: CacheKey):
     """The kernel (or gradient kernel) cached under ``key``, counted as a hit and kept as the
     most recently used; None if it is not (or no longer) cached."""
     hit = _KERNELS.get(key)
@@ -266,7 +287,7 @@ def _known_key(known: Mapping[str, tuple[object, tuple[int, ...]]]) -> tuple:
     return tuple((n, _key(f), tuple(s)) for n, (f, s) in sorted(known.items()))
 
 
-def _keep(key: tuple, result, backends: list[str], start: float):
+def _keep(key: CacheKey, result, backends: list[str], start: float):
     """Cache ``result`` and count the kernels it was built from (one per backend entry)."""
     _STATS["compilations"] += len(backends)
     _STATS["compile_seconds"] += time.perf_counter() - start
