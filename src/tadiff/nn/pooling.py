@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -115,7 +115,8 @@ def _tiled_max_pool(x: Tensor, kernel: tuple[int, ...]) -> Tensor:
     ``x`` as ``(n, c, out1, k1, out2, k2, ...)``: one element-wise maximum per position inside
     the window (NumPy's reduction over the short window axes of such a view is several times
     slower), no copy of the windows. The gradient goes to each window's first maximum
-    (row-major inside the window, as torch; the first NaN where there is one)."""
+    (row-major inside the window, as torch; the first NaN where there is one), written at its
+    flat position in ``x`` (each position at most once: one assignment, no scatter-add)."""
     data = x.data
     tiled = (*data.shape[:2], *(v for n, k in zip(data.shape[2:], kernel, strict=True)
                                  for v in (n // k, k)))  # fmt: skip
@@ -129,24 +130,55 @@ def _tiled_max_pool(x: Tensor, kernel: tuple[int, ...]) -> Tensor:
         return _make(best)
     # a comparison of the whole input with the repeated maxima would find them in one pass,
     # but after a ReLU most windows tie at zero, and the pass for the first of each costs more
-    first = _first_maxima(windows, best, positions).reshape(data.shape)
-    return record(MaxPoolTiledBackward0, best, (x,), (first,), (kernel,))
+    first = _first_maxima(windows, best, positions, _window_offsets(tiled))
+    first += _window_origins(tiled)
+    return record(MaxPoolTiledBackward0, best, (x,), (first,), (data.shape,))
 
 
-def _first_maxima(windows: np.ndarray, best: np.ndarray, positions: list) -> np.ndarray:
-    """A mask of the windows view's shape: each window's first maximum, row-major inside the
-    window, as torch (the first NaN where there is one)."""
+def _first_maxima(
+    windows: np.ndarray, best: np.ndarray, positions: list, offsets: list[int]
+) -> np.ndarray:
+    """Per window (``best``'s shape), the flat offset in ``x`` from the window's origin to its
+    first maximum, row-major inside the window, as torch (the first NaN where there is one).
+    ``offsets`` holds each window position's offset."""
     nan = bool(np.isnan(best).any())  # NaN is the maximum of its window, at its first position
-    first = np.zeros(windows.shape, dtype=bool)
-    taken = np.zeros(best.shape, dtype=bool)
-    for at in positions:
+    which = np.zeros(best.shape, dtype=np.intp)
+    taken = None
+    for at, offset in zip(positions, offsets, strict=True):
         here = windows[at] == best
         if nan:
             here |= np.isnan(windows[at])
-        here &= ~taken
-        first[at] = here
+        if taken is None:  # the first position: its offset is 0
+            taken = here
+            continue
+        np.greater(here, taken, out=here)  # a maximum not found at an earlier position
+        which += np.multiply(here, offset, dtype=np.intp)
         taken |= here
-    return first
+    return which
+
+
+@lru_cache(maxsize=64)
+def _window_offsets(tiled: tuple[int, ...]) -> list[int]:
+    """The flat offset in ``x`` of each position inside a window (row-major), for ``x`` seen as
+    ``tiled = (n, c, out1, k1, out2, k2, ...)``."""
+    strides = _element_strides(tiled)
+    return [int(np.dot(offset, strides[3::2])) for offset in np.ndindex(*tiled[3::2])]
+
+
+@lru_cache(maxsize=64)
+def _window_origins(tiled: tuple[int, ...]) -> np.ndarray:
+    """The flat index in ``x`` of each window's first element, shape ``(n, c, out1, out2, ...)``
+    (read-only: cached per shape)."""
+    strides = _element_strides(tiled)
+    outer = [a for a in range(len(tiled)) if a < 3 or a % 2 == 0]
+    origins = sum(np.ix_(*(np.arange(tiled[a]) * strides[a] for a in outer)))
+    origins.flags.writeable = False
+    return origins
+
+
+def _element_strides(shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    return [math.prod(shape[d + 1 :]) for d in range(len(shape))]
 
 
 def avg_pool1d(

@@ -285,6 +285,9 @@ _dual.GRAPH.__dict__.update(
     stack=stack,
     cat=cat,
     index_scatter=index_scatter,
+    put_positions=lambda g, pos, shape: reshape(
+        index_scatter(reshape(g, (-1,)), (pos.reshape(-1),), (math.prod(shape),)), shape
+    ),
     gather=gather,
     scatter_add_zeros=lambda g, dim, idx, shape: scatter_add(
         zeros(shape, dtype=g.dtype), dim, idx, g

