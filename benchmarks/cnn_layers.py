@@ -16,7 +16,18 @@ make tadiff's garbage collector walk more, which the whole-program benchmark avo
 ``--memory`` adds the resident memory one training step adds at its peak, per library, each in
 a fresh process.
 
-Run: ``python benchmarks/cnn_layers.py [--dtype float32] [--rounds 40] [--memory]``.
+``--instructions`` counts instructions with valgrind's callgrind instead of timing (a library
+per process, the collector off): each layer on the output of the one before, the loss, the
+whole backward pass, and each node of the backward graph called alone on the gradient it
+received (torch's nodes are called as ``grad_fn(grad)``). Counts hold still where times swing
+by 20% and more from run to run on a shared machine, but they weigh a vectorized instruction
+like a scalar one: compare them between versions of one library, and across libraries only
+where the same kind of work is counted. The cost of switching the count on and off, measured
+once, is subtracted: counts of a few thousand instructions (views, a flatten) are within its
+spread and shown as at least 0.
+
+Run: ``python benchmarks/cnn_layers.py [--dtype float32] [--rounds 40] [--memory]
+[--instructions [--calls 20]]``.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from _measure import peak_mib  # noqa: E402
+from _measure import count_calls, counted_totals, peak_mib  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "pytorch_programs" / "cnn_train.py"
 LIBRARIES = ("tadiff", "torch")
@@ -103,6 +114,114 @@ def _peak(backend: str, dtype: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _counted_stages(state: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    """Names and callables of what ``--instructions`` counts (see the module docstring)."""
+    lib, model = state["lib"], state["model"]
+    stages: list[Any] = [*model.features, lambda h: lib.flatten(h, 1), model.classifier]
+    stages.append(lambda h: lib.nn.functional.cross_entropy(h, state["labels"]))
+    names = _layer_names(model)[:-1]
+    fns, h = [], state["images"]
+    for stage in stages:
+        fns.append(lambda stage=stage, h=h: stage(h))
+        h = stage(h)
+    loss = h
+    names.append("backward")
+    fns.append(lambda: loss.backward(retain_graph=True))
+    received = _received_gradients(lib, loss)
+    seen: dict[str, int] = {}
+    for node, grad in received:
+        kind = node.name()
+        seen[kind] = seen.get(kind, 0) + 1
+        names.append(f"backward node {kind} {seen[kind]}")
+        if lib.__name__ == "torch":
+            fns.append(lambda node=node, grad=grad: node(*grad))
+        else:
+            fns.append(lambda node=node, grad=grad: node._apply(grad, False))
+    return names, fns
+
+
+def _received_gradients(lib: Any, loss: Any) -> list[tuple[Any, Any]]:
+    """Each node of ``loss``'s backward graph (leaves' accumulators left out), from the loss
+    down, with the gradient it receives."""
+    order, seen, stack = [], set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen or "AccumulateGrad" in node.name():
+            continue
+        seen.add(id(node))
+        order.append(node)
+        stack.extend(f for f, _ in node.next_functions)
+    received: dict[int, Any] = {}
+    if lib.__name__ == "torch":
+        handles = [
+            node.register_prehook(lambda grads, node=node: received.__setitem__(id(node), grads))
+            for node in order
+        ]
+        loss.backward(retain_graph=True)
+        for handle in handles:
+            handle.remove()
+    else:
+        applies = {}
+        for node in order:
+            kind = type(node)
+            if kind not in applies:
+                applies[kind] = kind._apply
+
+                def spy(self, grad, create_graph, _apply=applies[kind]):
+                    received[id(self)] = grad
+                    return _apply(self, grad, create_graph)
+
+                kind._apply = spy
+        try:
+            loss.backward(retain_graph=True)
+        finally:
+            for kind, apply in applies.items():
+                kind._apply = apply
+    return [(node, received[id(node)]) for node in order if id(node) in received]
+
+
+def _counting_child(backend: str, dtype: str, calls: int) -> None:
+    """Under callgrind (:func:`_measure.counted_totals`): count every stage, a dump each."""
+    count_calls(_counted_stages(_load(backend, dtype))[1], calls)
+
+
+def counted(dtype: str, calls: int) -> None:
+    """Thousands of instructions per stage and per backward node, tadiff and torch."""
+    per: dict[str, dict[str, float]] = {}
+    for lib in LIBRARIES:
+        argv = [__file__, "--counting-child", lib, "--dtype", dtype, "--calls", str(calls)]
+        names = _stage_names(lib, dtype)
+        totals = counted_totals(argv)
+        per[lib] = {
+            name: (total - totals[0]) / calls / 1e3
+            for name, total in zip(names, totals[1:], strict=True)
+        }
+    print(f"\n**CNN training step, {dtype}, thousands of instructions per call "
+          f"({calls} calls counted by callgrind)**\n")  # fmt: skip
+    print("| stage | tadiff | torch | tadiff / torch |")
+    print("|---|---:|---:|---:|")
+    for name in [n for n in per["tadiff"] if not n.startswith("backward node")]:
+        ours, theirs = per["tadiff"][name], per["torch"][name]
+        ours, theirs = max(ours, 0.0), max(theirs, 0.0)
+        ratio = f"{ours / theirs:.2f}×" if theirs >= 1 else "–"
+        print(f"| {name} | {ours:.1f} | {theirs:.1f} | {ratio} |")
+    for lib in LIBRARIES:
+        print(f"\n**{lib}'s backward nodes, thousands of instructions per call**\n")
+        print("| node | instructions |")
+        print("|---|---:|")
+        for name, value in per[lib].items():
+            if name.startswith("backward node"):
+                print(f"| {name[len('backward node ') :]} | {max(value, 0.0):.1f} |")
+
+
+def _stage_names(backend: str, dtype: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--stage-names", backend, "--dtype", dtype],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return out.stdout.strip().splitlines()
+
+
 def run(dtype: str, rounds: int, memory: bool) -> None:
     states = {lib: _load(lib, dtype) for lib in LIBRARIES}
     names = _layer_names(states["tadiff"]["model"])
@@ -141,10 +260,27 @@ def main() -> None:
     parser.add_argument("--dtype", choices=("float32", "float64", "both"), default="both")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--memory", action="store_true", help="also peak memory per library")
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="count instructions per stage and backward node with valgrind's callgrind",
+    )  # fmt: skip
+    parser.add_argument("--calls", type=int, default=20, help="with --instructions: calls counted")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    parser.add_argument("--counting-child", help=argparse.SUPPRESS)
+    parser.add_argument("--stage-names", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         _memory_child(args.memory_child, args.dtype)
+        return
+    if args.counting_child:
+        _counting_child(args.counting_child, args.dtype, args.calls)
+        return
+    if args.stage_names:
+        print("\n".join(_counted_stages(_load(args.stage_names, args.dtype))[0]))
+        return
+    if args.instructions:
+        for dtype in ("float32", "float64") if args.dtype == "both" else (args.dtype,):
+            counted(dtype, args.calls)
         return
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for dtype in ("float32", "float64") if args.dtype == "both" else (args.dtype,):
