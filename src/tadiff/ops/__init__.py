@@ -278,7 +278,6 @@ _dual.GRAPH.__dict__.update(
     sign=sign,
     where=where,
     masked=lambda keep, g: where(keep, g, 0),
-    repeat=repeat_interleave,
     sum=sum,
     mean=mean,
     cast=to,

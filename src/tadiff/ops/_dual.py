@@ -435,7 +435,6 @@ ARRAY = SimpleNamespace(
     sign=np.sign,
     where=np.where,
     masked=_masked,
-    repeat=lambda x, n, axis: np.asarray(x).repeat(n, axis),
     sum=lambda x, dims, keepdim: fast_sum(np.asarray(x), dims, keepdim),
     mean=lambda x, dims, keepdim: x.mean(axis=dims, keepdims=keepdim),
     cast=lambda x, dtype: np.asarray(x).astype(dtype, copy=False),

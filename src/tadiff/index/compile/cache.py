@@ -36,6 +36,7 @@ from tadiff.index.limits import check_kernel_limits
 
 __all__ = [
     "BACKENDS",
+    "CacheKey",
     "cache_limit",
     "cached",
     "clear_cache",

@@ -30,6 +30,7 @@ from tadiff.autograd.graph import Node, record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError
 from tadiff.index.compile.cache import (
+    CacheKey,
     cached,
     gradient_kernel,
     gradient_key,
@@ -93,16 +94,15 @@ def evaluate_arrays(
         dtype = _compute_dtype(fn, values)
         shapes = {n: a.shape for n, a in zip(fn.args, data, strict=True)}
         found = _remember(fn, layout, dtype, kernel_key(fn, shapes, dtype, backend, {}))
+    dtype, key = found
+    compiled = cached(key)
+    if compiled is None:  # first call for this layout, or dropped from the cache since
+        shapes = {n: a.shape for n, a in zip(fn.args, data, strict=True)}
         compiled = kernel(fn, shapes, dtype, backend)
-    else:
-        dtype, key = found
-        compiled = cached(key)
-        if compiled is None:  # dropped from the cache since: compile again
-            compiled = kernel(fn, {n: a.shape for n, a in zip(fn.args, data)}, dtype, backend)  # noqa: B905
-    return compiled({n: a.astype(dtype, copy=False) for n, a in zip(fn.args, data)})  # noqa: B905
+    return compiled({n: a.astype(dtype, copy=False) for n, a in zip(fn.args, data, strict=True)})
 
 
-def _remember(fn, layout: tuple, dtype: np.dtype, key: tuple) -> tuple[np.dtype, tuple]:
+def _remember(fn, layout: tuple, dtype: np.dtype, key: CacheKey) -> tuple[np.dtype, CacheKey]:
     """Note that ``fn``'s arguments of this ``layout`` were checked and compile to the kernel
     cached under ``key`` (a few hundred layouts per function at most)."""
     if len(fn._layouts) >= _LAYOUTS_KEPT:
@@ -152,7 +152,7 @@ def evaluate_gradients(
         shapes = {n: a.shape for n, a in zip(names, data, strict=True)}
         known = {fn.out_name: (fn, shapes.pop(fn.out_name))} if reads else {}
         compiled = gradient_kernel(fn, tuple(wrts), shapes, dtype, backend, known)
-    return compiled({n: a.astype(dtype, copy=False) for n, a in zip(names, data)})  # noqa: B905
+    return compiled({n: a.astype(dtype, copy=False) for n, a in zip(names, data, strict=True)})
 
 
 def saved_output(fn, derivative, output: np.ndarray) -> dict[str, tuple]:
