@@ -305,3 +305,18 @@ def test_stack_checks_shapes_and_records_like_torch():
     assert our_node == their_node == "StackBackward0"
     with td.no_grad():
         assert td.stack([td.tensor([1.0], requires_grad=True)]).grad_fn is None
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_relu_keeps_torchs_signed_zero_nan_and_dtype(dtype):
+    torch = pytest.importorskip("torch")
+    if np.dtype(dtype).kind == "f":
+        x = np.array([np.nan, -np.inf, -0.0, 0.0, -1.5, 2.5, np.inf], dtype=dtype)
+    else:
+        x = np.array([-3, 0, 4], dtype=dtype)
+    ours = td.relu(td.tensor(x)).data
+    theirs = torch.relu(torch.from_numpy(x)).numpy()
+    assert ours.dtype == theirs.dtype
+    # selection, no arithmetic: the same bits, the sign of -0.0 included
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))
