@@ -320,3 +320,15 @@ def test_relu_keeps_torchs_signed_zero_nan_and_dtype(dtype):
     # selection, no arithmetic: the same bits, the sign of -0.0 included
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))
+
+
+@pytest.mark.parametrize(
+    ("low", "high"), [(0, None), (None, 0), (-0.0, None), (None, -0.0), (-1, 1)]
+)
+def test_clamp_to_number_bounds_keeps_torchs_signed_zeros(low, high):
+    torch = pytest.importorskip("torch")
+    x = np.array([-0.0, 0.0, -1.0, 1.0, np.nan, -np.inf, np.inf])
+    ours = td.clamp(td.tensor(x), low, high).data
+    theirs = torch.clamp(torch.from_numpy(x), low, high).numpy()
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))

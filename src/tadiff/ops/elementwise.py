@@ -335,6 +335,11 @@ def clamp_tensors(x: Any, min: Any, max: Any, node: type) -> Tensor:
 
 def _clamp_as(x: Tensor, min: float | None, max: float | None, node: type) -> Tensor:
     """:func:`clamp` recorded as ``node`` (``clamp_min``/``clamp_max`` have torch's names)."""
+    if x.data.dtype.kind == "f":
+        # both bounds given (an open one infinite): NumPy's clip ufunc keeps -0.0 as torch does,
+        # where a single bound goes through maximum/minimum, which make it +0.0
+        min = -np.inf if min is None else min
+        max = np.inf if max is None else max
     out = np.clip(x.data, min, max)
     if out.dtype != x.data.dtype:
         out = out.astype(x.data.dtype)
