@@ -141,18 +141,24 @@ def evaluate_gradients(
     if found is None:
         probe = fn.grad(wrts[0])
         dtype = _compute_dtype(probe, {n: values[n] for n in probe.args})
-        shapes = {n: a.shape for n, a in zip(names, data, strict=True)}
-        known = {fn.out_name: (fn, shapes.pop(fn.out_name))} if reads else {}
+        shapes, known = _gradient_shapes(fn, names, data, reads)
         found = _remember(
             fn, layout, dtype, gradient_key(fn, tuple(wrts), shapes, dtype, backend, known)
         )
     dtype, key = found
     compiled = cached(key)
     if compiled is None:  # first call for this layout, or dropped from the cache since
-        shapes = {n: a.shape for n, a in zip(names, data, strict=True)}
-        known = {fn.out_name: (fn, shapes.pop(fn.out_name))} if reads else {}
+        shapes, known = _gradient_shapes(fn, names, data, reads)
         compiled = gradient_kernel(fn, tuple(wrts), shapes, dtype, backend, known)
     return compiled({n: a.astype(dtype, copy=False) for n, a in zip(names, data, strict=True)})
+
+
+def _gradient_shapes(fn, names: tuple[str, ...], data: list, reads: bool) -> tuple[dict, dict]:
+    """The argument shapes of ``fn``'s gradient kernel and what it reads of the forward (its
+    output, last in ``names`` when ``reads``)."""
+    shapes = {n: a.shape for n, a in zip(names, data, strict=True)}
+    known = {fn.out_name: (fn, shapes.pop(fn.out_name))} if reads else {}
+    return shapes, known
 
 
 def saved_output(fn, derivative, output: np.ndarray) -> dict[str, tuple]:
