@@ -15,7 +15,11 @@ import pytest
 
 import tadiff
 
-_NEEDS = {"tadiff.torch": "torch", "tadiff.structured.sinkhorn_triton": "triton"}
+_NEEDS = {
+    "tadiff.torch": "torch",
+    "tadiff.structured.sinkhorn_triton": "triton",
+    "tadiff.ops._batchnorm_numba": "numba",
+}
 
 
 def _modules() -> list[str]:

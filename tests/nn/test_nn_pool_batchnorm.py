@@ -10,9 +10,21 @@ import tadiff as td
 from tadiff import nn
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import functional as F
+from tadiff.ops import batchnorm_passes
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
+
+
+@pytest.fixture(params=["numpy", "fused"])
+def batchnorm_path(request, monkeypatch):
+    """Run a batch-norm test once with NumPy's passes and once with the compiled loops (forced
+    for every size; skipped without Numba)."""
+    if request.param == "fused":
+        pytest.importorskip("numba")
+    fused_from = 0 if request.param == "fused" else 1 << 62
+    monkeypatch.setattr(batchnorm_passes, "FUSED_MIN_SIZE", fused_from)
+    return request.param
 
 
 def _grad_pair(ours_fn, theirs_fn, x, seed=0):
@@ -123,7 +135,7 @@ def _torch_bn(ours, cls):
         (nn.BatchNorm2d, torch.nn.BatchNorm2d, (3, 4, 5, 2)),
     ],
 )
-def test_batch_norm_matches_torch_in_train_and_eval(ours_cls, theirs_cls, shape):
+def test_batch_norm_matches_torch_in_train_and_eval(ours_cls, theirs_cls, shape, batchnorm_path):
     rng = np.random.default_rng(2)
     ours = ours_cls(4, momentum=0.3, dtype=np.float64)
     ours.weight.data[:] = rng.uniform(0.5, 2, 4)
@@ -142,7 +154,9 @@ def test_batch_norm_matches_torch_in_train_and_eval(ours_cls, theirs_cls, shape)
     assert list(ours.state_dict()) == list(theirs.state_dict())  # num_batches_tracked too
 
 
-def test_batch_norm_on_strided_float32_input_and_evaluated_without_grad_matches_torch():
+def test_batch_norm_on_strided_float32_input_and_evaluated_without_grad_matches_torch(
+    batchnorm_path,
+):
     # training on a transposed (non-contiguous) float32 input, values and all three gradients,
     # then the evaluation-mode path that folds the running statistics, weight and bias into one
     # scale and shift per channel (taken when nothing needs a gradient); float32 tolerances:
@@ -175,7 +189,7 @@ def test_batch_norm_on_strided_float32_input_and_evaluated_without_grad_matches_
     assert y.dtype == td.float32
 
 
-def test_batch_norm_without_running_stats_or_affine_and_twice_differentiable():
+def test_batch_norm_without_running_stats_or_affine_and_twice_differentiable(batchnorm_path):
     rng = np.random.default_rng(3)
     ours = nn.BatchNorm2d(2, affine=False, track_running_stats=False, dtype=np.float64).eval()
     theirs = torch.nn.BatchNorm2d(2, affine=False, track_running_stats=False).double().eval()
@@ -187,7 +201,7 @@ def test_batch_norm_without_running_stats_or_affine_and_twice_differentiable():
     assert td.autograd.gradgradcheck(fn, (x, w))
 
 
-def test_batch_norm_in_training_is_one_node_twice_differentiable_in_every_input():
+def test_batch_norm_in_training_is_one_node_twice_differentiable_in_every_input(batchnorm_path):
     # the fused node's formulas against central differences (float64), first and second order
     rng = np.random.default_rng(4)
     x = td.tensor(rng.standard_normal((3, 2, 2, 3)), requires_grad=True)
@@ -211,6 +225,62 @@ def test_batch_norm_in_training_is_one_node_twice_differentiable_in_every_input(
     z.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+def _batch_norm_in_float64(x, w, b, upstream, eps):
+    """The oracle: training-mode batch norm and its three gradients by the textbook formulas,
+    in float64 NumPy (``x (N, C, H, W)``)."""
+    x, upstream = x.astype(np.float64), upstream.astype(np.float64)
+    w, b = w.astype(np.float64)[:, None, None], b.astype(np.float64)[:, None, None]
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    inv = 1 / np.sqrt(((x - mean) ** 2).mean(axis=(0, 2, 3), keepdims=True) + eps)
+    xhat = (x - mean) * inv
+    g_hat = upstream * w
+    dx = inv * (
+        g_hat
+        - g_hat.mean(axis=(0, 2, 3), keepdims=True)
+        - xhat * (g_hat * xhat).mean(axis=(0, 2, 3), keepdims=True)
+    )
+    dw = (upstream * xhat).sum(axis=(0, 2, 3))
+    return xhat * w + b, dx, dw, upstream.sum(axis=(0, 2, 3))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_on_a_large_offset_batch_matches_a_float64_oracle(batchnorm_path, dtype):
+    # a batch far from zero (mean 100, standard deviation 0.5) with 32 768 values per channel:
+    # the variance must be summed around the mean (in float32, E[x^2] - mean^2 fails this).
+    # float32 tolerances: the input itself is rounded to 6e-8 relative, about 1.2e-5 of one
+    # standard deviation, which the normalization carries to the output and gradients
+    rng = np.random.default_rng(11)
+    x = (100 + 0.5 * rng.standard_normal((32, 3, 32, 32))).astype(dtype)
+    w, b = rng.uniform(0.5, 2, 3).astype(dtype), rng.standard_normal(3).astype(dtype)
+    upstream = rng.standard_normal(x.shape).astype(dtype)
+    tx, tw, tb = (td.tensor(a, requires_grad=True) for a in (x, w, b))
+    out = F.batch_norm(tx, None, None, tw, tb, training=True, eps=1e-5)
+    (out * td.tensor(upstream)).sum().backward()
+    want, dx, dw, db = _batch_norm_in_float64(x, w, b, upstream, 1e-5)
+    tight = dtype == np.float64
+    close = {"rtol": 1e-9, "atol": 1e-9} if tight else {"rtol": 2e-4, "atol": 2e-4}
+    assert out.dtype == tx.grad.dtype == tw.grad.dtype == tb.grad.dtype == td.tensor(x).dtype
+    np.testing.assert_allclose(out.data, want, **close)
+    # dx is of the size of upstream / (std sqrt(n)): scale its tolerance by its spread
+    scale = np.abs(dx).max()
+    np.testing.assert_allclose(tx.grad.data / scale, dx / scale, **close)
+    # dw and db sum 32 768 terms: relative to their sums of magnitudes
+    np.testing.assert_allclose(tw.grad.data, dw, rtol=close["rtol"], atol=close["atol"] * 200)
+    np.testing.assert_allclose(tb.grad.data, db, rtol=close["rtol"], atol=close["atol"] * 200)
+
+
+def test_the_compiled_loops_take_contiguous_float32_and_float64_batches_only(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(batchnorm_passes, "FUSED_MIN_SIZE", 64)
+    rows = np.zeros((4, 2, 8))
+    assert batchnorm_passes.fused_loops(rows) is not None
+    assert batchnorm_passes.fused_loops(rows.astype(np.float32)) is not None
+    assert batchnorm_passes.fused_loops(rows[:, :, ::2].copy()) is None  # too small
+    assert batchnorm_passes.fused_loops(np.zeros((4, 8, 2)).transpose(0, 2, 1)) is None
+    assert batchnorm_passes.fused_loops(rows.astype(np.float16)) is None
+    assert batchnorm_passes.fused_loops(rows, rows.astype(np.float32)) is None
 
 
 def test_pool_and_batch_norm_errors():

@@ -30,7 +30,8 @@ from tadiff.errors import InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
 from tadiff.nn.module import Module, Parameter
 from tadiff.ops._common import needs_grad
-from tadiff.ops._dual import channel_dots, channel_rows, channel_sums
+from tadiff.ops._dual import channel_rows
+from tadiff.ops.batchnorm_passes import training_forward, transform
 from tadiff.ops.derivatives import NativeBatchNormBackward0
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "batch_norm"]
@@ -85,10 +86,12 @@ def batch_norm(
                 f"batch_norm: training needs more than one value per channel, got input of "
                 f"shape {x.data.shape}"
             )
-        rows = channel_rows(x.data)
-        mean = channel_sums(rows) / count
-        centered = rows - mean[:, None]
-        var = channel_dots(centered, centered) / count
+        out, mean, var, inv = training_forward(
+            channel_rows(x.data),
+            None if weight is None else weight.data,
+            None if bias is None else bias.data,
+            eps,
+        )
         if running_mean is not None and running_var is not None:
             with no_grad():
                 unbiased = var * (count / (count - 1))
@@ -96,12 +99,6 @@ def batch_norm(
                 running_mean.data += momentum * mean
                 running_var.data *= 1 - momentum
                 running_var.data += momentum * unbiased
-        inv = (1.0 / np.sqrt(var + eps)).astype(x.data.dtype, copy=False)
-        # (x - mean) * (inv * weight) + bias, in place: two passes after the statistics
-        scale = inv if weight is None else inv * weight.data
-        out = np.multiply(centered, scale[:, None], out=centered)
-        if bias is not None:
-            out += bias.data[:, None]
         out = out.reshape(x.data.shape)
         if not needs_grad(x, *(t for t in (weight, bias) if t is not None)):
             return _make(out)
@@ -119,13 +116,15 @@ def batch_norm(
         inv = (1.0 / np.sqrt(running_var.data + eps)).astype(x.data.dtype, copy=False)
         if not needs_grad(x, *(t for t in (weight, bias) if t is not None)):
             # constants only: x * scale + shift per channel, two passes
+            dtype = x.data.dtype
             scale = inv if weight is None else inv * weight.data
-            shift = -running_mean.data * scale
-            if bias is not None:
-                shift = shift + bias.data
-            rows = channel_rows(x.data)
-            out = np.multiply(rows, scale.astype(x.data.dtype, copy=False)[:, None])
-            out += shift.astype(x.data.dtype, copy=False)[:, None]
+            shift = np.zeros_like(scale) if bias is None else bias.data
+            out = transform(
+                channel_rows(x.data),
+                running_mean.data.astype(dtype, copy=False),
+                scale.astype(dtype, copy=False),
+                shift.astype(dtype, copy=False),
+            )
             return _make(out.reshape(x.data.shape))
         out = (x - Tensor(running_mean.data.reshape(shape))) * Tensor(inv.reshape(shape))
     if weight is not None:

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.graph import MultiOutputNode, Node
-from tadiff.ops._dual import ARRAY, GRAPH, channel_dots, channel_rows, channel_sums, keepdim_shape
+from tadiff.ops._dual import ARRAY, GRAPH, channel_rows, keepdim_shape
+from tadiff.ops.batchnorm_passes import training_backward
 
 VJP = Callable[..., Any]
 
@@ -136,27 +137,21 @@ class NativeBatchNormBackward0(Node):
         return [dx, dw, db]
 
     def _arrays(self, g, x, weight, shape, mean, inv) -> list[Any]:
-        """The plain backward, per channel: with ``a = weight * inv``,
-        ``dx = a g - a mean(g) - a inv**2 mean(g (x - mean)) (x - mean)``, one term per pass
-        over the batch (after one pass for each of the two sums)."""
+        """The plain backward: two sums over the batch, then ``dx`` in one formula
+        (:func:`tadiff.ops.batchnorm_passes.training_backward`)."""
         channels = shape[1]
-        mean, inv = mean.reshape(channels), inv.reshape(channels)
-        rows_g, centered = channel_rows(np.asarray(g)), channel_rows(x) - mean[:, None]
-        n = rows_g.shape[0] * rows_g.shape[2]
-        sum_g = channel_sums(rows_g)
-        dot = channel_dots(rows_g, centered)  # sum of g (x - mean)
         producers = self._next
-        dx = None
-        if producers[0] is not None:
-            a = inv if weight is None else inv * weight
-            centered *= (-a * inv * inv * dot / n)[:, None]
-            centered += (-a * sum_g / n)[:, None]
-            dx = np.multiply(rows_g, a[:, None])
-            dx += centered
-            dx = dx.reshape(x.shape)
-        dw = inv * dot if producers[1] is not None else None
-        db = sum_g if producers[2] is not None else None
-        return [dx, dw, db]
+        dx, dot, total = training_backward(
+            channel_rows(np.asarray(g)),
+            channel_rows(x),
+            mean.reshape(channels),
+            inv.reshape(channels),
+            weight,
+            input_gradient=producers[0] is not None,
+        )
+        dw = inv.reshape(channels) * dot if producers[1] is not None else None
+        db = total if producers[2] is not None else None
+        return [None if dx is None else dx.reshape(x.shape), dw, db]
 
 
 def _node(name: str, *vjps: VJP | None, frees_args: bool = False) -> type[OpNode]:
