@@ -23,12 +23,11 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 from types import ModuleType
 
 import numpy as np
 
+from tadiff._optional import installed
 from tadiff.ops._dual import channel_dots, channel_sums
 
 __all__ = [
@@ -43,9 +42,8 @@ a second, more the first time on a machine): below this size a script would need
 thousands of steps to earn that back."""
 
 
-@functools.cache
 def _compiled() -> ModuleType | None:
-    if importlib.util.find_spec("numba") is None:
+    if not installed("numba"):
         return None
     from tadiff.ops import _batchnorm_numba
 

@@ -35,6 +35,7 @@ from tadiff.ops._common import (
     scalar_array,
 )
 from tadiff.ops._erf import erf_array, erfc_array
+from tadiff.ops.fast_exp import exp_array
 
 _ndarray = np.ndarray
 _PY_SCALARS = (int, float)
@@ -262,12 +263,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     # there, as in torch, and the warning is not the user's business
     out = np.asarray(np.negative(x, dtype=x.dtype if x.dtype.kind == "f" else np.float64))
     with np.errstate(over="ignore"):
-        np.exp(out, out=out)
+        exp_array(out, out=out)
     out += 1
     return np.reciprocal(out, out=out)
 
 
-exp = _unary("exp", np.exp, d.ExpBackward0, "result")
+exp = _unary("exp", exp_array, d.ExpBackward0, "result")
 log = _unary("log", np.log, d.LogBackward0, "input")
 log1p = _unary("log1p", np.log1p, d.Log1PBackward0, "input")
 expm1 = _unary("expm1", np.expm1, d.Expm1Backward0, "result")

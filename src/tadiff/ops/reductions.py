@@ -37,6 +37,7 @@ from tadiff.ops._common import (
     record,
 )
 from tadiff.ops._dual import fast_sum
+from tadiff.ops.fast_exp import exp_array
 
 #: What ``max(dim)``/``min(dim)`` return, like torch's ``torch.return_types.max``.
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -318,7 +319,7 @@ def logsumexp(
         m = np.amax(x.data, axis=dims, keepdims=True)
         m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):
-        s = np.log(fast_sum(np.exp(x.data - m), dims, True)) + m
+        s = np.log(fast_sum(exp_array(x.data - m), dims, True)) + m
     out = _reduce_out(s if keep else s.reshape(np.sum(x.data, axis=dims).shape), x)
     if x._rg and _state.enabled:
         return record(d.LogsumexpBackward0, out, (x,), INPUTS, (dims, keep), save_result=True)
@@ -384,7 +385,7 @@ def softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
     else:
         out = x.data - x.data.max(axis=axis_, keepdims=True) if x.data.size else x.data.copy()
         if x.data.size:  # in place on the one temporary: softmax runs on every attention step
-            np.exp(out, out=out)
+            exp_array(out, out=out)
             out /= fast_sum(out, (axis_,), True)
     if x._rg and _state.enabled:
         return record(d.SoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
@@ -404,7 +405,7 @@ def log_softmax(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
         out = x.data.copy()
     else:
         shifted = x.data - x.data.max(axis=axis_, keepdims=True)
-        out = shifted - np.log(fast_sum(np.exp(shifted), (axis_,), True))
+        out = shifted - np.log(fast_sum(exp_array(shifted), (axis_,), True))
     if x._rg and _state.enabled:
         return record(d.LogSoftmaxBackward0, out, (x,), (), (axis_,), save_result=True)
     return _make(out)

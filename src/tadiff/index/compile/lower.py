@@ -29,12 +29,12 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Mapping
 
 import numpy as np
 
+from tadiff._optional import installed
 from tadiff.errors import InputError, MissingDependencyError
 from tadiff.index.compile._shifted_sum import plan_shifted_sum
 from tadiff.index.compile.rewrite import product_factors
@@ -64,10 +64,6 @@ AUTO_NUMBA_MIN_WORK = 1e6
 Numba. Below, the vectorized NumPy evaluation takes about a millisecond; compiling a kernel
 takes one to a few seconds, once per machine (numba's disk cache keeps it for later
 processes)."""
-
-
-def _numba_available() -> bool:
-    return importlib.util.find_spec("numba") is not None
 
 
 def _contraction_factors(body) -> list | None:
@@ -131,7 +127,7 @@ def stage_backends(program: Program, backend: str) -> list[str]:
 def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
     """Per stage, the backend and, where choosing it needed one, its kernel already built."""
     out: list[tuple[str, Kernel | None]] = []
-    numba = _numba_available()
+    numba = installed("numba")
     for stage in program.stages:
         if backend != "auto":
             out.append((backend, None))
@@ -310,7 +306,7 @@ def lower_program(
         A :class:`~tadiff.index.compile.vectorized.Kernel`; its ``program`` attribute is the plan.
     """
     dtype = np.dtype(dtype)
-    if backend == "numba" and not _numba_available():
+    if backend == "numba" and not installed("numba"):
         raise MissingDependencyError("the numba backend", "numba", "numba")
     if backend == "triton":
         try:

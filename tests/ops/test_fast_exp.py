@@ -1,0 +1,117 @@
+"""The float exponential through the compiled loop (Numba) against an exact oracle, its
+special values and fallbacks, and the ops that use it against torch."""
+
+import numpy as np
+import pytest
+
+import tadiff as td
+from tadiff.ops import fast_exp
+from tadiff.ops.fast_exp import exp_array
+
+pytest.importorskip("numba")
+
+# long double carries 11 more bits than float64 on x86 (an exact oracle there); where it does
+# not (other platforms), NumPy's exp, within half an ulp, is the oracle and the bound 1.5 ulp
+WIDE = np.finfo(np.longdouble).eps < np.finfo(np.float64).eps / 2
+ORACLE, BOUND = (np.longdouble, 1.0 + 2.0**-10) if WIDE else (np.float64, 1.5)
+
+
+@pytest.fixture
+def compiled_from_one(monkeypatch):
+    """Every float64 array takes the compiled loop, whatever its size."""
+    monkeypatch.setattr(fast_exp, "FAST_EXP_MIN_SIZE", 1)
+
+
+def _ulps(got: np.ndarray, x: np.ndarray) -> np.ndarray:
+    exact = np.exp(x.astype(ORACLE))
+    with np.errstate(over="ignore"):  # beyond float64's range: inf, left out below
+        rounded = exact.astype(np.float64)
+    normal = np.isfinite(rounded) & (rounded >= np.finfo(np.float64).tiny)
+    return np.abs(got[normal].astype(ORACLE) - exact[normal]) / np.spacing(rounded[normal])
+
+
+def test_the_compiled_exp_is_within_one_ulp_and_special_values_are_exp_s(compiled_from_one):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-746, 710, 200_000), rng.standard_normal(100_000) * 3])
+    assert _ulps(exp_array(x), x).max() <= BOUND
+    specials = np.array([0.0, -0.0, 1e-300, np.inf, -np.inf, np.nan, 709.79, 710.0, -746.0])
+    with np.errstate(over="ignore"):
+        want = np.exp(specials)
+    np.testing.assert_array_equal(exp_array(specials), want)  # NaN equal to NaN here
+    # results in the subnormal range: exact to the two smallest subnormals
+    tiny = np.linspace(-744.0, -709.0, 1001)
+    np.testing.assert_allclose(
+        exp_array(tiny), np.exp(tiny), rtol=0, atol=2 * np.finfo(np.float64).smallest_subnormal
+    )
+
+
+def test_the_compiled_float32_exp_is_within_one_ulp_of_the_rounded_value(compiled_from_one):
+    # float32's correctly rounded value: the float64 exp of the float32 input, rounded once
+    x = np.concatenate([np.linspace(-103.0, 88.7, 400_001), [0.0, 1e-30, -1e-30]])
+    x = x.astype(np.float32)
+    got = exp_array(x)
+    assert got.dtype == np.float32
+    rounded = np.exp(x.astype(np.float64)).astype(np.float32)
+    normal = rounded >= np.finfo(np.float32).tiny
+    ulps = np.abs(got[normal].astype(np.float64) - rounded[normal]) / np.spacing(rounded[normal])
+    assert ulps.max() <= 1.0
+    specials = np.array([np.inf, -np.inf, np.nan, 89.0, -104.0], np.float32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(exp_array(specials), np.exp(specials))
+
+
+def test_exp_array_writes_in_place_and_falls_back_to_numpy_where_it_does_not_apply(
+    compiled_from_one,
+):
+    x = np.linspace(-5, 5, 64)
+    inplace = x.copy()
+    assert exp_array(inplace, out=inplace) is inplace
+    assert _ulps(inplace, x).max() <= BOUND
+    # a strided view, float16 and an integer array take np.exp: its exact results and dtypes
+    strided = np.linspace(-5, 5, 128)[::2]
+    np.testing.assert_array_equal(exp_array(strided), np.exp(strided))
+    half = x.astype(np.float16)
+    assert exp_array(half).dtype == np.float16
+    np.testing.assert_array_equal(exp_array(half), np.exp(half))
+    np.testing.assert_array_equal(exp_array(np.arange(4)), np.exp(np.arange(4)))
+
+
+def test_small_arrays_keep_numpy_s_exp_exactly():
+    # below the size threshold nothing changes: NumPy's own results, bit for bit
+    x = np.linspace(-5, 5, fast_exp.FAST_EXP_MIN_SIZE - 1)
+    np.testing.assert_array_equal(exp_array(x), np.exp(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_ops_built_on_exp_match_torch_on_large_inputs(dtype):
+    # exp, sigmoid, softmax, log_softmax and logsumexp, values and gradients, on 3 x 8192
+    # values (above the threshold: the compiled loop). Tolerances of a few ulp of the dtype:
+    # both libraries' exp are within an ulp, sums of 8192 terms add a few more
+    torch = pytest.importorskip("torch")
+    x = (np.random.default_rng(1).standard_normal((3, 8192)) * 4).astype(dtype)
+    upstream = np.random.default_rng(2).standard_normal((3, 8192)).astype(dtype)
+    rtol = 1e-13 if dtype == np.float64 else 2e-5
+    cases = [
+        ("exp", lambda m, t: m.exp(t)),
+        ("sigmoid", lambda m, t: m.sigmoid(t)),
+        ("softmax", lambda m, t: m.softmax(t, 1)),
+        ("log_softmax", lambda m, t: m.log_softmax(t, 1)),
+        ("logsumexp", lambda m, t: m.logsumexp(t, 1)),
+    ]
+    for name, op in cases:
+        ours_x = td.tensor(x, requires_grad=True)
+        theirs_x = torch.tensor(x, requires_grad=True)
+        ours, theirs = op(td, ours_x), op(torch, theirs_x)
+        g = upstream[:, :1] if ours.ndim == 1 else upstream  # logsumexp: one value per row
+        (ours * td.tensor(g.reshape(ours.shape))).sum().backward()
+        (theirs * torch.tensor(g.reshape(ours.shape))).sum().backward()
+        assert ours.dtype == ours_x.grad.dtype == td.tensor(x).dtype
+        np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=rtol, err_msg=name)
+        # a softmax-type gradient subtracts a row sum from each element (y (g - sum(g y))):
+        # where the two nearly cancel, both libraries keep only absolute accuracy, so the
+        # gradients agree to rtol of their largest element
+        want = theirs_x.grad.numpy()
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(
+            ours_x.grad.data, want, rtol=rtol, atol=rtol * scale, err_msg=name
+        )
