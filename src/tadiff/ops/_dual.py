@@ -22,6 +22,7 @@ import numpy as np
 from tadiff._array import add_at
 from tadiff.ops._gamma import polygamma_array
 from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
+from tadiff.ops.fast_loops import masked_array, put_array
 
 
 def _reduced_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -52,9 +53,7 @@ def _put_positions(g: Any, positions: np.ndarray, shape: tuple[int, ...]) -> np.
     """Zeros of ``shape`` with ``g`` written at the flat ``positions`` (shaped like ``g``, each
     position at most once): one assignment, about three times faster than repeating ``g`` over
     the windows of a max pooling and masking it."""
-    out = np.zeros(math.prod(shape), np.result_type(g))
-    out[positions.reshape(-1)] = np.asarray(g).reshape(-1)
-    return out.reshape(shape)
+    return put_array(np.asarray(g), positions, shape)
 
 
 def _full_index(index: np.ndarray, dim: int) -> tuple[Any, ...]:
@@ -283,24 +282,9 @@ def solve_triangular_array(a: np.ndarray, b: np.ndarray, upper: bool, unit: bool
 
 
 def _masked(keep: Any, g: Any) -> Any:
-    """``g`` where ``keep`` holds, exactly 0 elsewhere (also where ``g`` is NaN, as in torch).
-
-    ``np.where`` branches per element and runs ~10x slower than a multiply on a random mask
-    (ReLU's backward); masking the bit pattern with all-ones/all-zeros words is branch-free.
-    """
-    g = np.asarray(g)
-    bits = _SAME_WIDTH_INT.get(g.dtype)
-    if bits is None or g.ndim == 0 or g.shape != np.shape(keep):
-        return np.where(keep, g, 0)
-    # bool -> 0 / -1 (all bits set) of the float's width in one pass, then one AND
-    ones = np.negative(np.asarray(keep).view(np.int8), dtype=bits)
-    return np.bitwise_and(g.view(bits), ones, out=ones).view(g.dtype)
-
-
-_SAME_WIDTH_INT = {
-    np.dtype(f): np.dtype(i)
-    for f, i in (("float16", "int16"), ("float32", "int32"), ("float64", "int64"))
-}
+    """``g`` where ``keep`` holds, exactly 0 elsewhere (also where ``g`` is NaN, as in torch);
+    see :func:`tadiff.ops.fast_loops.masked_array`."""
+    return masked_array(np.asarray(keep), np.asarray(g))
 
 
 _NEXT, _PREV = np.array([1, 2, 0]), np.array([2, 0, 1])

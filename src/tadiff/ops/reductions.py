@@ -37,7 +37,7 @@ from tadiff.ops._common import (
     record,
 )
 from tadiff.ops._dual import fast_sum
-from tadiff.ops.fast_exp import exp_array
+from tadiff.ops.fast_loops import exp_array
 
 #: What ``max(dim)``/``min(dim)`` return, like torch's ``torch.return_types.max``.
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])

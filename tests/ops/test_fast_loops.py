@@ -1,12 +1,13 @@
-"""The float exponential through the compiled loop (Numba) against an exact oracle, its
-special values and fallbacks, and the ops that use it against torch."""
+"""The compiled element-wise loops (Numba): the exponential against an exact oracle, its
+special values and fallbacks, the masked selection and ReLU against NumPy's and torch's exact
+results, and the ops that use them against torch."""
 
 import numpy as np
 import pytest
 
 import tadiff as td
-from tadiff.ops import fast_exp
-from tadiff.ops.fast_exp import exp_array
+from tadiff.ops import fast_loops
+from tadiff.ops.fast_loops import _masked_numpy, exp_array, masked_array, relu_array
 
 pytest.importorskip("numba")
 
@@ -19,7 +20,7 @@ ORACLE, BOUND = (np.longdouble, 1.0 + 2.0**-10) if WIDE else (np.float64, 1.5)
 @pytest.fixture
 def compiled_from_one(monkeypatch):
     """Every float64 array takes the compiled loop, whatever its size."""
-    monkeypatch.setattr(fast_exp, "FAST_EXP_MIN_SIZE", 1)
+    monkeypatch.setattr(fast_loops, "FAST_LOOP_MIN_SIZE", 1)
 
 
 def _ulps(got: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -78,7 +79,7 @@ def test_exp_array_writes_in_place_and_falls_back_to_numpy_where_it_does_not_app
 
 def test_small_arrays_keep_numpy_s_exp_exactly():
     # below the size threshold nothing changes: NumPy's own results, bit for bit
-    x = np.linspace(-5, 5, fast_exp.FAST_EXP_MIN_SIZE - 1)
+    x = np.linspace(-5, 5, fast_loops.FAST_LOOP_MIN_SIZE - 1)
     np.testing.assert_array_equal(exp_array(x), np.exp(x))
 
 
@@ -115,3 +116,80 @@ def test_the_ops_built_on_exp_match_torch_on_large_inputs(dtype):
         np.testing.assert_allclose(
             ours_x.grad.data, want, rtol=rtol, atol=rtol * scale, err_msg=name
         )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_masked_and_relu_loops_select_exactly_as_numpy_and_torch(compiled_from_one, dtype):
+    # selections, no arithmetic: the compiled loops must equal the NumPy path bit for bit,
+    # signs of zero and NaN included
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(4096).astype(dtype)
+    x[:6] = [-0.0, 0.0, np.nan, np.inf, -np.inf, -1e-30]
+    g = rng.standard_normal(4096).astype(dtype)
+    g[6:9] = [np.nan, -0.0, np.inf]
+    keep = x > 0
+    keep[6:8] = [False, True]  # a NaN gradient dropped, a -0.0 kept
+    got = masked_array(keep, g)
+    want = _masked_numpy(keep, g)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(
+        got.view(got.dtype.str.replace("f", "i")), want.view(want.dtype.str.replace("f", "i"))
+    )
+    assert got[6] == 0.0 and np.signbit(got[7])
+    relu = relu_array(x)
+    expected = torch.relu(torch.from_numpy(x)).numpy()
+    assert relu.dtype == dtype
+    np.testing.assert_array_equal(np.signbit(relu), np.signbit(expected))
+    np.testing.assert_array_equal(relu, expected)  # NaN equal to NaN here
+
+
+def test_masked_and_relu_fall_back_to_numpy_where_the_loops_do_not_apply(compiled_from_one):
+    x = np.linspace(-2, 2, 64)
+    strided = np.linspace(-2, 2, 128)[::2]
+    np.testing.assert_array_equal(relu_array(strided), strided.clip(0, np.inf))
+    half = x.astype(np.float16)
+    assert relu_array(half).dtype == np.float16
+    keep = np.broadcast_to(np.array([True, False]), (32, 2))  # a broadcast mask: not contiguous
+    g = np.ones((32, 2))
+    np.testing.assert_array_equal(masked_array(keep, g), np.where(keep, g, 0))
+    np.testing.assert_array_equal(masked_array(x > 0, half), np.where(x > 0, half, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(16, 8, 16, 16), (2, 3)])
+def test_relu_and_clamp_gradients_match_torch_at_zero_and_nan(dtype, shape):
+    # above the threshold (the compiled loops) and below (NumPy); selections: exact equality
+    # with torch, whose ReLU passes the gradient where the input is NaN and clamp does not
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(dtype)
+    x.flat[:4] = [0.0, -0.0, np.nan, 1.0]
+    upstream = rng.standard_normal(x.shape).astype(dtype)
+    for name, op in (
+        ("relu", lambda m, t: m.relu(t)),
+        ("clamp", lambda m, t: m.clamp(t, -0.5, 0.5)),
+    ):
+        ours_x, theirs_x = td.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ours, theirs = op(td, ours_x), op(torch, theirs_x)
+        (ours * td.tensor(upstream)).sum().backward()
+        (theirs * torch.tensor(upstream)).sum().backward()
+        np.testing.assert_array_equal(ours.data, theirs.detach().numpy(), err_msg=name)
+        np.testing.assert_array_equal(ours_x.grad.data, theirs_x.grad.numpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_max_pooling_gradient_on_a_large_batch_with_ties_matches_torch(dtype):
+    # 32 768 windows' gradients written through the compiled put loop: after a ReLU most
+    # windows hold tied zeros, and the gradient goes to each window's first maximum as in
+    # torch. Selections only: exact equality
+    torch = pytest.importorskip("torch")
+    x = np.maximum(np.random.default_rng(5).standard_normal((16, 8, 32, 32)), 0).astype(dtype)
+    upstream = np.random.default_rng(6).standard_normal((16, 8, 16, 16)).astype(dtype)
+    ours_x, theirs_x = td.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ours = td.nn.functional.max_pool2d(ours_x, 2)
+    theirs = torch.nn.functional.max_pool2d(theirs_x, 2)
+    (ours * td.tensor(upstream)).sum().backward()
+    (theirs * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_array_equal(ours.data, theirs.detach().numpy())
+    np.testing.assert_array_equal(ours_x.grad.data, theirs_x.grad.numpy())
