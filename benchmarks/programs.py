@@ -17,10 +17,13 @@ tadiff's leaving out of cores other processes keep busy is turned off there
 (``td.parallel.set_dynamic(False)``): it would count the other library's worker, which has just
 run on every core, as load.
 
-Each library runs in a worker process of its own, as a program using it would: the tadiff
-worker never imports torch, whose 150 000 Python objects would otherwise be scanned by every
-full collection of Python's cyclic garbage collector (which tadiff's graph, made of Python
-objects, triggers; torch's graph is C++). The parent alternates the two workers within every
+Each library runs in a worker process of its own, started afresh for each program, as a
+program using it would: the tadiff worker never imports torch, whose 150 000 Python objects
+would otherwise be scanned by every full collection of Python's cyclic garbage collector (which
+tadiff's graph, made of Python objects, triggers; torch's graph is C++), and one program's
+imports do not weigh on the next program's collector (Numba, about 90 000 objects, which
+tadiff's compiled loops import on their first use: log-sum-exp's and the CNN's do, bundle
+adjustment's would not). The parent alternates the two workers within every
 repeat (tadiff first on even repeats, torch first on odd ones). Timings are CPU time of the
 worker (``time.process_time``), which other processes on a shared machine disturb far less than
 wall-clock time (with ``--threads`` above 1, wall-clock time: CPU time would add up the threads,
@@ -223,12 +226,15 @@ def _worker_env(backend: str, torch_malloc: str, threads: int = 1) -> dict[str, 
 def run(
     names: list[str], repeats: int, memory: bool, torch_malloc: str = "default", threads: int = 1
 ) -> list[dict[str, Any]]:
-    workers = {
-        b: _Worker(b, _worker_env(b, torch_malloc, threads), threads) for b in ("tadiff", "torch")
-    }
     rows = []
-    try:
-        for name in names:
+    for name in names:
+        # fresh workers per program: what one program imported (Numba, which tadiff's compiled
+        # loops load on first use) does not weigh on the next one's garbage collector
+        workers = {
+            b: _Worker(b, _worker_env(b, torch_malloc, threads), threads)
+            for b in ("tadiff", "torch")
+        }
+        try:
             for dtype in ("float64", "float32"):
                 for worker in workers.values():
                     worker.ask(cmd="load", program=name, dtype=dtype)
@@ -243,9 +249,9 @@ def run(
                         )
                 rows.append(row)
                 _print_row(row, memory)
-    finally:
-        for worker in workers.values():
-            worker.close()
+        finally:
+            for worker in workers.values():
+                worker.close()
     return rows
 
 

@@ -85,6 +85,14 @@ def _f64_from_bits(typingctx, x):
     return _types.float64(_types.int64), codegen
 
 
+@_intrinsic
+def _bits_from_f64(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _ir.IntType(64))
+
+    return _types.int64(_types.float64), codegen
+
+
 @numba.njit(inline="always", fastmath=_FAST)
 def _exp32(x):
     F = np.float32
@@ -124,7 +132,9 @@ def _exp64(x):
     p = p * r + 1.0 / 6.0
     p = p * r + 0.5
     y = 1.0 + (r + r * r * p)
-    k = np.int64(n)
+    # n as an int64 without a float -> int64 conversion, which AVX2 lacks (LLVM would make the
+    # loop scalar there): n + 1.5 * 2**52 holds n in its low mantissa bits
+    k = _bits_from_f64(n + 6755399441055744.0) - np.int64(0x4338000000000000)
     h = k >> np.int64(1)
     y = y * _f64_from_bits((h + np.int64(1023)) << np.int64(52))
     y = y * _f64_from_bits((k - h + np.int64(1023)) << np.int64(52))
