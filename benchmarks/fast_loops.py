@@ -14,7 +14,8 @@ measured in the same run, alternated call by call in every round:
 Everything runs on one thread (BLAS pinned before NumPy loads, ``torch.set_num_threads(1)``).
 Each timing repeats its call until it lasts at least 5 ms and takes the CPU time per call; the
 table gives the medians over ``--rounds`` rounds and the ratios to torch. ``--memory`` adds the
-resident memory three calls add at their peak, each cell in a fresh process.
+resident memory three calls add at their peak, each cell in a fresh process (tadiff's malloc
+tuning off there, as in ``programs.py --memory``).
 
 Run: ``python benchmarks/fast_loops.py [--rounds 15] [--dtype float32] [--memory]``.
 """
@@ -153,9 +154,12 @@ def _memory_child(dtype: str, name: str, version: str) -> None:
 
 
 def _peak(dtype: str, name: str, version: str) -> float:
+    # tadiff's malloc tuning off: it keeps the first call's memory for the next ones, which
+    # would hide their peak in the resident size before them
     out = subprocess.run(
         [sys.executable, __file__, "--memory-child", dtype, name, version],
         capture_output=True, text=True, check=True,
+        env={**os.environ, "TADIFF_MALLOC_TUNING": "0"},
     )  # fmt: skip
     return float(out.stdout.strip().splitlines()[-1])
 

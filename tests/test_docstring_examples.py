@@ -19,6 +19,7 @@ _NEEDS = {
     "tadiff.torch": "torch",
     "tadiff.structured.sinkhorn_triton": "triton",
     "tadiff.ops._batchnorm_numba": "numba",
+    "tadiff.ops._elementwise_numba": "numba",
 }
 
 
