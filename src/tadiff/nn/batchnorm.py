@@ -115,7 +115,7 @@ def batch_norm(
             raise InputError("batch_norm: evaluation mode needs running_mean and running_var")
         inv = (1.0 / np.sqrt(running_var.data + eps)).astype(x.data.dtype, copy=False)
         if not needs_grad(x, *(t for t in (weight, bias) if t is not None)):
-            # constants only: x * scale + shift per channel, two passes
+            # constants only: (x - running_mean) * scale + shift per channel, in one pass
             dtype = x.data.dtype
             scale = inv if weight is None else inv * weight.data
             shift = np.zeros_like(scale) if bias is None else bias.data
