@@ -27,8 +27,8 @@ from types import ModuleType
 
 import numpy as np
 
-from tadiff._optional import installed
 from tadiff.ops._dual import channel_dots, channel_sums
+from tadiff.ops.fast_loops import loops_apply
 
 __all__ = [
     "FUSED_MIN_SIZE", "fused_loops", "training_backward", "training_forward", "transform",
@@ -42,24 +42,18 @@ a second, more the first time on a machine): below this size a script would need
 thousands of steps to earn that back."""
 
 
-def _compiled() -> ModuleType | None:
-    if not installed("numba"):
+def fused_loops(*rows: np.ndarray) -> ModuleType | None:
+    """The compiled loops for these ``(N, C, L)`` arrays of one shape, or None where the NumPy
+    passes run: Numba missing, fewer than :data:`FUSED_MIN_SIZE` values, a dtype other than
+    float32 or float64, different dtypes, or an array that is not C-contiguous."""
+    first = rows[0]
+    if any(r.dtype != first.dtype for r in rows[1:]):
+        return None
+    if not loops_apply(first, *rows[1:], min_size=FUSED_MIN_SIZE):
         return None
     from tadiff.ops import _batchnorm_numba
 
     return _batchnorm_numba
-
-
-def fused_loops(*rows: np.ndarray) -> ModuleType | None:
-    """The compiled loops for these ``(N, C, L)`` arrays, or None where the NumPy passes run:
-    Numba missing, fewer than :data:`FUSED_MIN_SIZE` values, a dtype other than float32 or
-    float64, different dtypes, or an array that is not C-contiguous."""
-    first = rows[0]
-    if first.size < FUSED_MIN_SIZE or first.dtype not in (np.float32, np.float64):
-        return None
-    if any(r.dtype != first.dtype or not r.flags.c_contiguous for r in rows):
-        return None
-    return _compiled()
 
 
 def training_forward(

@@ -38,7 +38,9 @@ import numpy as np
 
 from tadiff._optional import installed
 
-__all__ = ["FAST_LOOP_MIN_SIZE", "exp_array", "masked_array", "put_array", "relu_array"]
+__all__ = [
+    "FAST_LOOP_MIN_SIZE", "exp_array", "loops_apply", "masked_array", "put_array", "relu_array",
+]  # fmt: skip
 
 FAST_LOOP_MIN_SIZE = 1 << 13
 """Values from which an op runs as a compiled loop (when Numba is installed). A loop's first use
@@ -48,11 +50,12 @@ under 30 µs per call, a process would need tens of thousands of calls to earn t
 _COMPILED_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
-def _applies(first: np.ndarray, *others: np.ndarray | None) -> bool:
-    """Whether the loops take ``first`` (float32/float64, large enough, C-contiguous) and the
-    ``others`` (None, or C-contiguous arrays of its shape)."""
+def loops_apply(first: np.ndarray, *others: np.ndarray | None, min_size: int | None = None) -> bool:
+    """Whether compiled loops take ``first`` (float32/float64, at least ``min_size`` values, by
+    default :data:`FAST_LOOP_MIN_SIZE`, C-contiguous) and the ``others`` (None, or C-contiguous
+    arrays of its shape), Numba being installed."""
     if (
-        first.size < FAST_LOOP_MIN_SIZE
+        first.size < (FAST_LOOP_MIN_SIZE if min_size is None else min_size)
         or first.dtype not in _COMPILED_DTYPES
         or not first.flags.c_contiguous
     ):
@@ -93,7 +96,7 @@ def exp_array(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     Returns:
         ``out``, or the new array.
     """
-    if not _applies(x, out) or (out is not None and out.dtype != x.dtype):
+    if not loops_apply(x, out) or (out is not None and out.dtype != x.dtype):
         return np.exp(x, out=out)
     # imported here: the index-notation compiler is not loaded by ``import tadiff``
     from tadiff.index.compile.numba_backend import exp_loop
@@ -107,7 +110,7 @@ def exp_array(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 def masked_array(keep: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``g`` where the boolean array ``keep`` holds, exactly 0 elsewhere (also where ``g`` is
     NaN, as torch's masked gradients are); ``keep`` of ``g``'s shape. A new array."""
-    if keep.dtype != np.bool_ or not _applies(g, keep):
+    if keep.dtype != np.bool_ or not loops_apply(g, keep):
         return _masked_numpy(keep, g)
     out = np.empty_like(g)
     _run(_elementwise().masked, keep, g, out)
@@ -136,7 +139,7 @@ def relu_array(x: np.ndarray) -> np.ndarray:
     """``max(x, 0)`` of a float array as torch computes it (NaN stays NaN, ``-0.0`` stays
     ``-0.0``), a new array: the compiled loop where it applies, else NumPy's ``clip`` (faster
     than ``maximum`` with a scalar 0)."""
-    if not _applies(x):
+    if not loops_apply(x):
         return x.clip(0, np.inf)
     out = np.empty_like(x)
     _run(_elementwise().relu, x, out)
@@ -148,7 +151,7 @@ def put_array(values: np.ndarray, positions: np.ndarray, shape: tuple[int, ...])
     ``positions`` (an integer array of ``values``' shape, each position at most once). A new
     array."""
     out = np.zeros(shape, values.dtype)
-    if positions.dtype == np.int64 and _applies(values, positions):
+    if positions.dtype == np.int64 and loops_apply(values, positions):
         _run(_elementwise().put, positions, values, out)
     else:
         out.reshape(-1)[positions.reshape(-1)] = values.reshape(-1)
