@@ -193,3 +193,26 @@ def test_max_pooling_gradient_on_a_large_batch_with_ties_matches_torch(dtype):
     (theirs * torch.tensor(upstream)).sum().backward()
     np.testing.assert_array_equal(ours.data, theirs.detach().numpy())
     np.testing.assert_array_equal(ours_x.grad.data, theirs_x.grad.numpy())
+
+
+def test_a_numba_that_fails_to_import_leaves_the_numpy_paths_with_one_warning(monkeypatch):
+    # Numba installed but broken (built for another NumPy, say): the ops must still run
+    import importlib
+    import sys
+
+    from tadiff import _optional
+
+    def broken(name, *args, **kwargs):
+        raise ImportError(f"{name} was built for another NumPy")
+
+    _optional._imports.cache_clear()
+    monkeypatch.delitem(sys.modules, "numba", raising=False)  # as before its first import
+    monkeypatch.setattr(importlib, "import_module", broken)
+    try:
+        x = np.linspace(-3, 3, fast_loops.FAST_LOOP_MIN_SIZE)
+        with pytest.warns(RuntimeWarning, match="numba is installed but fails to import"):
+            assert not fast_loops.loops_apply(x)
+        np.testing.assert_array_equal(exp_array(x), np.exp(x))  # NumPy's own result, no warning
+    finally:
+        monkeypatch.undo()
+        _optional._imports.cache_clear()

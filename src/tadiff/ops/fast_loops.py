@@ -36,7 +36,7 @@ from types import ModuleType
 
 import numpy as np
 
-from tadiff._optional import installed
+from tadiff._optional import usable
 
 __all__ = [
     "FAST_LOOP_MIN_SIZE", "exp_array", "loops_apply", "masked_array", "put_array", "relu_array",
@@ -53,7 +53,7 @@ _COMPILED_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 def loops_apply(first: np.ndarray, *others: np.ndarray | None, min_size: int | None = None) -> bool:
     """Whether compiled loops take ``first`` (float32/float64, at least ``min_size`` values, by
     default :data:`FAST_LOOP_MIN_SIZE`, C-contiguous) and the ``others`` (None, or C-contiguous
-    arrays of its shape), Numba being installed."""
+    arrays of its shape), Numba being installed and importable."""
     if (
         first.size < (FAST_LOOP_MIN_SIZE if min_size is None else min_size)
         or first.dtype not in _COMPILED_DTYPES
@@ -63,7 +63,7 @@ def loops_apply(first: np.ndarray, *others: np.ndarray | None, min_size: int | N
     for a in others:
         if a is not None and (a.shape != first.shape or not a.flags.c_contiguous):
             return False
-    return installed("numba")
+    return usable("numba")
 
 
 def _run(loop, *arrays: np.ndarray) -> None:

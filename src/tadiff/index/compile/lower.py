@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tadiff._optional import installed
+from tadiff._optional import installed, usable
 from tadiff.errors import InputError, MissingDependencyError
 from tadiff.index.compile._shifted_sum import plan_shifted_sum
 from tadiff.index.compile.rewrite import product_factors
@@ -127,7 +127,6 @@ def stage_backends(program: Program, backend: str) -> list[str]:
 def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
     """Per stage, the backend and, where choosing it needed one, its kernel already built."""
     out: list[tuple[str, Kernel | None]] = []
-    numba = installed("numba")
     for stage in program.stages:
         if backend != "auto":
             out.append((backend, None))
@@ -136,17 +135,18 @@ def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
         if k is not None:
             out.append(("einsum", k))
             continue
-        big = stage.nest.cost >= AUTO_NUMBA_MIN_WORK and numba
+        # Numba is asked for (and imported) only where a stage would run on it
+        big = stage.nest.cost >= AUTO_NUMBA_MIN_WORK
         if _is_contraction_like(stage):
             # a contraction whose matrices are wide enough runs as BLAS products (of windows, of
             # an im2col copy, or contracted first); one with a narrow side (a depthwise
             # convolution's, a layer of one channel) runs faster as loops
             k = _numpy_kernel(stage, {a: program.shapes[a] for a in stage.fn.args}, program.dtype)
             wide = _blas_shaped(stage) if k.narrow is None else not k.narrow
-            if not big or wide:
+            if not big or wide or not usable("numba"):
                 out.append(("numpy", k))
                 continue
-        out.append(("numba", None) if big else ("numpy", None))
+        out.append(("numba", None) if big and usable("numba") else ("numpy", None))
     return out
 
 
