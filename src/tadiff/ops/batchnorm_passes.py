@@ -91,9 +91,10 @@ def training_forward(
     inv = 1.0 / np.sqrt(variance + eps)
     scale = inv if weight is None else inv * weight
     shift = np.zeros(channels, dtype) if bias is None else bias
+    mean = mean.astype(dtype)
     out = np.empty_like(rows)
-    loops.shift_and_scale(rows, mean.astype(dtype), scale.astype(dtype), shift.astype(dtype), out)
-    return out, mean.astype(dtype), variance.astype(dtype), inv.astype(dtype)
+    loops.shift_and_scale(rows, mean, scale.astype(dtype), shift.astype(dtype), out)
+    return out, mean, variance.astype(dtype), inv.astype(dtype)
 
 
 def transform(
