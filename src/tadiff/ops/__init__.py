@@ -215,6 +215,10 @@ def _graph_sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     return reshape(sum(g, _reduced_axes(g.shape, shape), True), shape)
 
 
+def _graph_mul_sum_to(g: Tensor, b: Any, shape: tuple[int, ...]) -> Tensor:
+    return _graph_sum_to(g * b, shape)
+
+
 def _graph_unreduce(g: Tensor, shape: tuple[int, ...], dims: Any, keepdim: bool) -> Tensor:
     if not keepdim:
         g = reshape(g, keepdim_shape(shape, dims))
@@ -246,6 +250,7 @@ _dual.GRAPH.__dict__.update(
     data=_graph_data,
     dtype=lambda x: x.dtype,
     sum_to=_graph_sum_to,
+    mul_sum_to=_graph_mul_sum_to,
     unreduce=_graph_unreduce,
     broadcast_to=broadcast_to,
     reshape=reshape,

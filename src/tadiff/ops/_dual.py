@@ -226,28 +226,102 @@ def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _sum_outer(g: Any, axes: tuple[int, ...]) -> np.ndarray | None:
-    """The sum over ``axes`` when they are a leading block and a trailing block of at most 128
-    elements of a C-contiguous float array (a convolution's bias gradient: ``(N, C, H, W)`` to
-    ``(C,)``); None otherwise. BLAS sums the rows of the trailing block
-    (:func:`sum_trailing`), then the leading block (:func:`sum_leading`): half the instructions
-    of NumPy's reduction over axes ``(0, 2, 3)`` at once. Longer rows stay with NumPy (its
-    pairwise sum per row, then the rest, costs more than its one reduction).
+    """The sum over ``axes`` when they are a trailing block of at most 128 elements of a
+    C-contiguous float array, possibly after a leading block (a convolution's bias gradient:
+    ``(N, C, H, W)`` to ``(C,)``; a broadcast factor's gradient: ``(H, W, 3)`` to
+    ``(H, W, 1)``); None otherwise. BLAS sums the rows of the trailing block
+    (:func:`sum_trailing`), then the leading block (:func:`sum_leading`): half the
+    instructions of NumPy's reduction over axes ``(0, 2, 3)`` at once, and a tenth of its
+    reduction over a last axis of 3. Longer rows stay with NumPy (its pairwise sum per row,
+    then the rest, costs more than its one reduction).
 
     Example:
         >>> _sum_outer(np.ones((2, 3, 4)), (0, 2)).tolist()
         [8.0, 8.0, 8.0]
+        >>> _sum_outer(np.ones((256, 3)), (1,)).shape
+        (256,)
     """
     lead, ndim = 0, len(g.shape)
     while lead < len(axes) and axes[lead] == lead:
         lead += 1
+    if not lead and g.size < _CONTRACTION_FROM:
+        return None  # a few short rows alone: NumPy's per-row overhead is below BLAS's call
     trail = len(axes) - lead
-    if not lead or not trail or axes[-1] != ndim - 1 or axes[lead] != ndim - trail:
+    if not trail or axes[-1] != ndim - 1 or axes[lead] != ndim - trail:
         return None  # the trailing axes are consecutive: sorted, distinct, ending at the last
-    row = math.prod(g.shape[ndim - trail :])
-    if row > _BLAS_TRAILING_MAX:
+    if math.prod(g.shape[ndim - trail :]) > _BLAS_TRAILING_MAX:
         return None
     sums = sum_trailing(g, trail)
+    if not lead:
+        return sums
     return None if sums is None else sum_leading(sums, lead)
+
+
+def _mul_sum_to(g: Any, b: Any, shape: tuple[int, ...]) -> Any:
+    """``sum_to(g * b, shape)``: the gradient of one factor of a broadcasting product.
+
+    Where ``b`` varies only along the axes summed away and those form a leading block, or a
+    trailing block of at most 128 elements, this is a matrix-vector product and BLAS runs it
+    without the product array: ``(H, W, 3)`` gradients times a colour ``(3,)`` summed to
+    ``(H, W, 1)``, or times a ``(H, W, 1)`` shading summed to ``(3,)``. NumPy's broadcast
+    product and short-row reduction cost about 15 times as much there. Elsewhere (and for a
+    sum of every element, which keeps NumPy's pairwise summation) the product, then
+    :func:`_sum_to`. The leading-block sum is as accurate as NumPy's, which adds those rows
+    one after another too.
+
+    Shapes: ``g`` is the product's shape, ``b`` broadcasts to it and ``shape`` is the other
+    factor's (``g`` broadcasts from it).
+
+    Example:
+        >>> g, colour = np.ones((2, 2, 3)), np.array([1.0, 2.0, 3.0])
+        >>> _mul_sum_to(g, colour, (2, 2, 1))[..., 0].tolist()
+        [[6.0, 6.0], [6.0, 6.0]]
+    """
+    if g.shape == shape:
+        return g * b
+    if g.size >= _CONTRACTION_FROM:
+        product = _contraction(g, b, shape)
+        if product is not None:
+            return product
+    return _sum_to(g * b, shape)
+
+
+# Below this many elements the product and NumPy's sum cost less than the checks and the BLAS
+# call (counted: equal at about 512 elements, the contraction a third cheaper from 1 000).
+_CONTRACTION_FROM = 512
+
+
+def _contraction(g: Any, b: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """:func:`_mul_sum_to` as one BLAS matrix-vector product, or None where it is not one."""
+    if (
+        type(g) is not np.ndarray
+        or type(b) is not np.ndarray
+        or g.dtype.kind != "f"
+        or g.dtype != b.dtype
+        or not g.flags.c_contiguous
+        or b.ndim > g.ndim
+        or g.size == 0
+    ):
+        return None
+    if b.size * math.prod(shape) != g.size:
+        return None  # b does not span exactly the summed axes: an element-wise factor
+    ndim = g.ndim
+    axes = _reduced_axes(g.shape, shape)
+    bshape = (1,) * (ndim - b.ndim) + b.shape
+    # b must vary along exactly the summed axes: anything else is an element-wise factor
+    if any((n != 1) != (i in axes) for i, n in enumerate(bshape)) or any(
+        bshape[i] != g.shape[i] for i in axes
+    ):
+        return None
+    count = len(axes)
+    if axes == tuple(range(count)):  # a leading block of rows, added one after another
+        kept = math.prod(g.shape[count:])
+        if kept == 1:
+            return None  # every element: NumPy's pairwise sum is the more accurate
+        return (b.reshape(-1) @ g.reshape(-1, kept)).reshape(shape)
+    if axes == tuple(range(ndim - count, ndim)) and b.size <= _BLAS_TRAILING_MAX:
+        return (g.reshape(-1, b.size) @ b.reshape(-1)).reshape(shape)
+    return None
 
 
 # Below this many elements a broadcast copy is cheaper than np.broadcast_to's Python overhead.
@@ -388,6 +462,7 @@ ARRAY = SimpleNamespace(
     data=np.asarray,
     dtype=np.result_type,
     sum_to=_sum_to,
+    mul_sum_to=_mul_sum_to,
     unreduce=_unreduce,
     broadcast_to=_broadcast,
     # methods rather than np.reshape & co.: same result, without NumPy's Python-level dispatch

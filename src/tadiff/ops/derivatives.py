@@ -695,8 +695,8 @@ SubBackward0 = _node(
 RsubBackward1 = _node("RsubBackward1", lambda F, g: -g)
 MulBackward0 = _node(
     "MulBackward0",
-    lambda F, g, a, b: F.sum_to(g * b, a.shape),
-    lambda F, g, a, b: F.sum_to(g * a, b.shape),
+    lambda F, g, a, b: F.mul_sum_to(g, b, a.shape),
+    lambda F, g, a, b: F.mul_sum_to(g, a, b.shape),
 )
 # ; scalar
 MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None, frees_args=True)
