@@ -3,7 +3,8 @@
 ``benchmarks/programs.py`` times whole programs; when one is slower than torch, this finds the
 op at fault. Each case is one op as the programs call it (``examples/pytorch_programs/``: the
 cloth's gathers, norms and ``index_add_``, the LSTM's row writes and iteration, hand tracking's
-``stack``, small ``matmul``s and element-wise functions), on inputs that require grad, so the
+``stack``, small ``matmul``s and element-wise functions, the ray caster's broadcast products
+of 48 × 48 images with colours and points), on inputs that require grad, so the
 op records a node as it does inside a program. Two columns per library:
 
 - *record*: the op alone, grad mode on (the recorded forward of a program);
@@ -65,6 +66,7 @@ def _cases(m: Any, dtype: str) -> dict[str, tuple[Callable[[], Any], list[Any]]]
     pinned = m.from_numpy(np.arange(100) % 10 == 0)
     rows, vec, mat, small = leaf(4, 14), leaf(14), leaf(3, 3), leaf(3)
     tension = leaf(180, 2)
+    points, point, shading = leaf(48, 48, 3), leaf(3), leaf(48, 48, 1)  # the ray caster's
 
     def index_add() -> Any:
         return m.zeros_like(x).index_add_(0, index, tension)
@@ -104,6 +106,10 @@ def _cases(m: Any, dtype: str) -> dict[str, tuple[Callable[[], Any], list[Any]]]
         "tanh (14,)": (lambda: m.tanh(vec), [vec]),
         "sum (180, 2)": (lambda: delta.sum(), [delta]),
         "exp then log (14,)": (lambda: m.log(m.exp(vec)), [vec]),
+        "sub (48, 48, 3) - (3,)": (lambda: points - point, [points, point]),
+        "mul (48, 48, 3) * (3,)": (lambda: points * point, [points, point]),
+        "mul (48, 48, 1) * (3,)": (lambda: shading * point, [shading, point]),
+        "mul (48, 48, 1) * (48, 48, 3)": (lambda: shading * points, [shading, points]),
     }
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tadiff as td
-from tadiff._array import _operand_to_expand, broadcast_apply
+from tadiff._array import _operand_to_expand, _tiles_per_run, broadcast_apply
 
 UFUNCS = [np.add, np.subtract, np.multiply, np.divide]
 
@@ -87,6 +87,46 @@ def test_the_faster_order_is_chosen_only_where_it_pays(xs, ys, expected):
         with np.errstate(all="ignore"):
             got, plain = broadcast_apply(ufunc, x, y), ufunc(x, y)
         _assert_same_numbers(got, plain)
+
+
+@st.composite
+def _block_shapes(draw):
+    """A full shape and a short trailing block of it (leading ones, or fewer dims), in either
+    order, with enough repeats of the block for tiling to be considered."""
+    block = draw(st.lists(st.integers(1, 7), min_size=1, max_size=2))
+    lead = draw(st.lists(st.integers(1, 60), min_size=1, max_size=3))
+    lead[0] = max(lead[0], -(-2048 // max(1, int(np.prod(lead[1:])))))  # >= 2048 repeats
+    full = tuple(lead + block)
+    small = tuple(block) if draw(st.booleans()) else (1,) * len(lead) + tuple(block)
+    return (full, small) if draw(st.booleans()) else (small, full)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_block_shapes(), st.sampled_from(UFUNCS), st.sampled_from([np.float64, np.float32]))
+def test_a_tiled_short_block_is_the_ufunc_bit_for_bit(shapes, ufunc, dtype):
+    rng = np.random.default_rng(abs(hash(shapes)) % 2**32)
+    x, y = (_values(rng, s, dtype) for s in shapes)
+    with np.errstate(all="ignore"):
+        expected = ufunc(x, y)
+        got = broadcast_apply(ufunc, x, y)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.flags.c_contiguous
+    _assert_same_numbers(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("full", "block", "tiles"),
+    [
+        ((48, 48, 3), (3,), 24),  # points minus a point: 96 rows of 72
+        ((48, 48, 3), (1, 1, 3), 24),
+        ((2048, 2, 4), (2, 4), 8),  # a block of two axes
+        ((1031, 3), (3,), 0),  # a prime number of repeats: no divisor fits
+        ((48, 48, 3), (48, 1, 3), 0),  # broadcast inside the block too
+        ((48, 48, 100), (100,), 0),  # NumPy's run is long already
+    ],
+)
+def test_a_short_trailing_block_is_tiled_only_where_a_divisor_fits(full, block, tiles):
+    assert _tiles_per_run(np.ones(full), np.ones(block)) == tiles
 
 
 def test_tensor_ops_keep_broadcasting_errors():

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tadiff._array import add_at
+from tadiff._array import add_at, broadcast_apply
 from tadiff.ops._gamma import polygamma_array
 from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
 from tadiff.ops.fast_loops import masked_array, put_array
@@ -277,8 +277,8 @@ def _mul_sum_to(g: Any, b: Any, shape: tuple[int, ...]) -> Any:
         >>> _mul_sum_to(g, colour, (2, 2, 1))[..., 0].tolist()
         [[6.0, 6.0], [6.0, 6.0]]
     """
-    if g.shape == shape:
-        return g * b
+    if g.shape == shape:  # a broadcast factor's short trailing block: tiled (broadcast_apply)
+        return g * b if b.shape == shape else broadcast_apply(np.multiply, g, b)
     if g.size >= _CONTRACTION_FROM:
         product = _contraction(g, b, shape)
         if product is not None:
