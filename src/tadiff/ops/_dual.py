@@ -277,13 +277,12 @@ def _mul_sum_to(g: Any, b: Any, shape: tuple[int, ...]) -> Any:
         >>> _mul_sum_to(g, colour, (2, 2, 1))[..., 0].tolist()
         [[6.0, 6.0], [6.0, 6.0]]
     """
+    if g.size < _CONTRACTION_FROM:  # the many small products of an eager program: no checks
+        return g * b if g.shape == shape else _sum_to(g * b, shape)
     if g.shape == shape:  # a broadcast factor's short trailing block: tiled (broadcast_apply)
         return g * b if b.shape == shape else broadcast_apply(np.multiply, g, b)
-    if g.size >= _CONTRACTION_FROM:
-        product = _contraction(g, b, shape)
-        if product is not None:
-            return product
-    return _sum_to(g * b, shape)
+    product = _contraction(g, b, shape)
+    return _sum_to(g * b, shape) if product is None else product
 
 
 # Below this many elements the product and NumPy's sum cost less than the checks and the BLAS
