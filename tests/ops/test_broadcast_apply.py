@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tadiff as td
-from tadiff._array import _operand_to_expand, _tiles_per_run, broadcast_apply
+from tadiff._array import _operand_to_expand, _tiles_per_run, broadcast_apply, broadcast_copy
 
 UFUNCS = [np.add, np.subtract, np.multiply, np.divide]
 
@@ -127,6 +127,45 @@ def test_a_tiled_short_block_is_the_ufunc_bit_for_bit(shapes, ufunc, dtype):
 )
 def test_a_short_trailing_block_is_tiled_only_where_a_divisor_fits(full, block, tiles):
     assert _tiles_per_run(np.ones(full), np.ones(block)) == tiles
+
+
+@pytest.mark.parametrize(
+    ("source", "shape"),
+    [((48, 48, 1), (48, 48, 3)), ((48, 1), (48, 48, 3)), ((2048, 1), (2048, 8)),
+     ((2048, 1), (2048, 9)), ((8, 1), (8, 3)), ((), (48, 48, 3)), ((1,), (2048, 3)),
+     ((3,), (2048, 3))],
+)  # fmt: skip
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.bool_])
+def test_a_broadcast_copy_is_numpys_broadcast(source, shape, dtype):
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(source) * 3).astype(dtype)
+    got = broadcast_copy(a, shape)
+    assert got.flags.c_contiguous and got.flags.writeable and got.dtype == dtype
+    np.testing.assert_array_equal(got, np.broadcast_to(a, shape))
+    strided = np.repeat(a[..., None], 2, -1)[..., 0] if a.ndim else a  # not contiguous
+    np.testing.assert_array_equal(broadcast_copy(strided, shape), np.broadcast_to(a, shape))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_sum_over_a_short_last_axis_has_torchs_gradient_through_a_product(dtype):
+    """``(normal * light).sum(-1)``: the sum's gradient is copied back over the last axis of 3
+    (not a broadcast view) and then multiplied; torch's values, to rounding."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    values = [rng.standard_normal(s) for s in ((48, 48, 3), (3,))]
+    upstream = rng.standard_normal((48, 48))
+    grads = []
+    for m in (td, torch):
+        x, w = (m.tensor(v, dtype=getattr(m, dtype), requires_grad=True) for v in values)
+        ((x * w).sum(dim=-1) * m.tensor(upstream, dtype=getattr(m, dtype))).sum().backward()
+        grads.append([np.asarray(t.grad.numpy(), np.float64) for t in (x, w)])
+    # w's gradient sums 2 304 float32 terms of magnitude ~1: 1e-5 relative to their sum of
+    # magnitudes bounds both libraries' rounding; x's is one product per element
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    (gx, gw), (tx, tw) = grads
+    np.testing.assert_allclose(gx, tx, rtol=tol, atol=tol)
+    scale = np.abs(upstream[..., None] * values[0]).sum(axis=(0, 1))
+    assert (np.abs(gw - tw) <= tol * scale).all()
 
 
 def test_tensor_ops_keep_broadcasting_errors():

@@ -156,6 +156,52 @@ def test_masked_and_relu_fall_back_to_numpy_where_the_loops_do_not_apply(compile
     np.testing.assert_array_equal(masked_array(x > 0, half), np.where(x > 0, half, 0))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize(
+    ("keep_shape", "shape"),
+    [((48, 48, 1), (48, 48, 3)), ((1, 48, 1), (48, 48, 3)), ((48, 1), (48, 48, 3)),
+     ((2048, 1), (2048, 8)), ((2048, 1), (2048, 9)), ((8, 1), (8, 3)), ((), (48, 48, 3))],
+)  # fmt: skip
+def test_a_broadcast_mask_selects_exactly_as_numpy_where(dtype, keep_shape, shape):
+    """A where-condition broadcast along a short last axis is copied to the gradient's shape
+    first (from 1 024 values): the selection stays NumPy's, NaN masked to exactly 0."""
+    rng = np.random.default_rng(5)
+    keep = rng.random(keep_shape) < 0.5
+    g = rng.standard_normal(shape).astype(dtype)
+    g.flat[::7] = np.nan
+    got = masked_array(keep, g)
+    expected = np.where(keep, g, 0).astype(dtype)
+    assert got.dtype == dtype and got.shape == shape
+    np.testing.assert_array_equal(got, expected)  # NaN where kept, exactly 0 where not
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    ("cond", "sa", "sb"),
+    [((48, 48, 1), (48, 48, 3), (48, 48, 3)), ((48, 48, 1), (48, 48, 3), (3,)),
+     ((48, 48), (48, 48), (1,)), ((4, 1), (4, 3), (4, 3))],
+)  # fmt: skip
+def test_where_with_a_broadcast_condition_has_torchs_gradients(dtype, cond, sa, sb):
+    """The ray caster's ``where(hit.unsqueeze(-1), colour, image)`` and smaller: selections,
+    so the gradients equal torch's exactly where nothing is summed, and to rounding where a
+    broadcast input's gradient is (float32 sums of up to 2 304 terms: 1e-5 relative)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    condition = rng.random(cond) < 0.5
+    values = [rng.standard_normal(s) for s in (sa, sb)]
+    upstream = rng.standard_normal(np.broadcast_shapes(cond, sa, sb))
+    grads = []
+    for m in (td, torch):
+        a, b = (m.tensor(v, dtype=getattr(m, dtype), requires_grad=True) for v in values)
+        out = m.where(m.tensor(condition), a, b)
+        (out * m.tensor(upstream, dtype=getattr(m, dtype))).sum().backward()
+        grads.append([np.asarray(t.grad.numpy(), np.float64) for t in (a, b)])
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    for ours, theirs in zip(*grads, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("shape", [(16, 8, 16, 16), (2, 3)])
 def test_relu_and_clamp_gradients_match_torch_at_zero_and_nan(dtype, shape):

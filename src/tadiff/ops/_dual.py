@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tadiff._array import add_at, broadcast_apply
+from tadiff._array import add_at, broadcast_apply, broadcast_copy
 from tadiff.ops._gamma import polygamma_array
 from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
 from tadiff.ops.fast_loops import masked_array, put_array
@@ -328,13 +328,16 @@ _SMALL = 4096
 
 
 def _broadcast(g: Any, shape: tuple[int, ...]) -> Any:
+    """``g`` broadcast to ``shape``: a copy when small, or when broadcast along a short last
+    axis (the gradient of ``sum(dim=-1)`` over ``(h, w, 3)``: every op on a view would loop
+    over runs of 3), else a read-only view."""
     if g.shape == shape:
         return g
-    if math.prod(shape) <= _SMALL or type(g) is not np.ndarray:
-        out = np.empty(shape, np.result_type(g))
-        out[...] = g
-        return out
-    return broadcast_view(g, shape)
+    if type(g) is not np.ndarray:
+        g = np.asarray(g)  # a NumPy scalar
+    elif math.prod(shape) > _SMALL and not (g.shape[-1:] == (1,) and 1 < shape[-1] <= 8):
+        return broadcast_view(g, shape)
+    return broadcast_copy(g, shape)
 
 
 def _unreduce(g: Any, shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> Any:

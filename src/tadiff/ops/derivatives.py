@@ -742,7 +742,7 @@ FmodBackward0 = _node("FmodBackward0", *FmodBackward1.vjps)
 WhereBackward0 = _node(
     "WhereBackward0",
     lambda F, g, c, sa, sb: F.sum_to(_masked(F, c, g), sa),
-    lambda F, g, c, sa, sb: F.sum_to(F.where(c, 0, g), sb),
+    lambda F, g, c, sa, sb: F.sum_to(_masked(F, ~c, g), sb),
     frees_args=True,
 )
 

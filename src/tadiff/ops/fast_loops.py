@@ -36,6 +36,7 @@ from types import ModuleType
 
 import numpy as np
 
+from tadiff._array import broadcast_copy
 from tadiff._optional import usable
 
 __all__ = [
@@ -121,12 +122,20 @@ def _masked_numpy(keep: np.ndarray, g: np.ndarray) -> np.ndarray:
     # np.where branches per element, ~10x slower than a multiply on a random mask (ReLU's
     # backward): mask the bit pattern with all-ones/all-zeros words instead, branch-free
     bits = _SAME_WIDTH_INT.get(g.dtype)
-    if bits is None or g.ndim == 0 or g.shape != np.shape(keep):
+    if bits is None or g.ndim == 0 or keep.ndim > g.ndim:
         return np.where(keep, g, 0)
+    if g.shape != keep.shape:
+        if g.size < _COPIED_MASK_FROM:
+            return np.where(keep, g, 0)
+        keep = broadcast_copy(keep, g.shape)  # a broadcast condition (where's): long runs
     # bool -> 0 / -1 (all bits set) of the float's width in one pass, then one AND
     ones = np.negative(np.asarray(keep).view(np.int8), dtype=bits)
     return np.bitwise_and(g.view(bits), ones, out=ones).view(g.dtype)
 
+
+# From this many values a broadcast mask is copied to the gradient's shape first: two long
+# passes and the copy cost less than np.where's runs of a short broadcast axis.
+_COPIED_MASK_FROM = 1024
 
 _SAME_WIDTH_INT = {
     np.dtype(np.float64): np.int64,
