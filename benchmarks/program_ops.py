@@ -67,6 +67,7 @@ def _cases(m: Any, dtype: str) -> dict[str, tuple[Callable[[], Any], list[Any]]]
     rows, vec, mat, small = leaf(4, 14), leaf(14), leaf(3, 3), leaf(3)
     tension = leaf(180, 2)
     points, point, shading = leaf(48, 48, 3), leaf(3), leaf(48, 48, 1)  # the ray caster's
+    hit, image = m.from_numpy(rng.random((48, 48, 1)) < 0.5), leaf(48, 48, 3)
 
     def index_add() -> Any:
         return m.zeros_like(x).index_add_(0, index, tension)
@@ -110,6 +111,11 @@ def _cases(m: Any, dtype: str) -> dict[str, tuple[Callable[[], Any], list[Any]]]
         "mul (48, 48, 3) * (3,)": (lambda: points * point, [points, point]),
         "mul (48, 48, 1) * (3,)": (lambda: shading * point, [shading, point]),
         "mul (48, 48, 1) * (48, 48, 3)": (lambda: shading * points, [shading, points]),
+        "where (48, 48, 1) mask, (48, 48, 3)": (
+            lambda: m.where(hit, points, image),
+            [points, image],
+        ),
+        "sum(dim=-1) (48, 48, 3)": (lambda: points.sum(dim=-1), [points]),
     }
 
 
