@@ -356,7 +356,8 @@ def broadcast_copy(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
     NumPy copies a broadcast along a short last axis (``(48, 48, 1)`` to ``(48, 48, 3)``) in runs
     of that axis' length, 2 304 runs of 3 here; from 1 024 rows and for last axes of 2 to 8,
-    one strided copy per column instead (a sixth of the instructions). Then an op on the copy
+    one strided copy per column instead (a quarter to a third of the instructions: 39 000
+    against 130 000-160 000 for a 48 x 48 image of 3 columns). Then an op on the copy
     runs in long runs too, where on a broadcast view it would not.
 
     Example:
