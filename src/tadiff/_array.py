@@ -365,19 +365,19 @@ def broadcast_copy(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]
     """
     out = np.empty(shape, a.dtype)
-    columns = shape[-1] if shape else 1
-    if (
-        a.ndim
-        and a.shape[-1] == 1
-        and 1 < columns <= _COLUMNS_MAX
-        and out.size >= _TILED_FROM * columns
-    ):
+    if short_last_axis(a.shape, shape) and out.size >= _TILED_FROM * shape[-1]:
         rows = a[..., 0]
-        for k in range(columns):
+        for k in range(shape[-1]):
             out[..., k] = rows
     else:
         out[...] = a
     return out
+
+
+def short_last_axis(source: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether broadcasting ``source`` to ``shape`` repeats it along a last axis of 2 to 8,
+    where NumPy's loops (a copy, or an op on the broadcast view) run in runs that short."""
+    return bool(shape) and source[-1:] == (1,) and 1 < shape[-1] <= _COLUMNS_MAX
 
 
 def _operand_to_expand(xs: tuple[int, ...], ys: tuple[int, ...]) -> bool | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tadiff._array import add_at, broadcast_apply, broadcast_copy
+from tadiff._array import add_at, broadcast_apply, broadcast_copy, short_last_axis
 from tadiff.ops._gamma import polygamma_array
 from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
 from tadiff.ops.fast_loops import masked_array, put_array
@@ -335,7 +335,7 @@ def _broadcast(g: Any, shape: tuple[int, ...]) -> Any:
         return g
     if type(g) is not np.ndarray:
         g = np.asarray(g)  # a NumPy scalar
-    elif math.prod(shape) > _SMALL and not (g.shape[-1:] == (1,) and 1 < shape[-1] <= 8):
+    elif math.prod(shape) > _SMALL and not short_last_axis(g.shape, shape):
         return broadcast_view(g, shape)
     return broadcast_copy(g, shape)
 
