@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tadiff._quiet import Quiet
 from tadiff.errors import InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -129,10 +130,17 @@ def _variance_data(x: Tensor, dims: Any, keep: bool, c: float, n: int, what: str
             UserWarning,
             stacklevel=3,
         )
-    data = x.data
-    with np.errstate(divide="ignore", invalid="ignore"):
-        centered = data - fast_sum(data, dims, True) / n
-        return fast_sum(centered * centered, dims, keep) / (n - c if n > c else 0.0)
+    return _QUIET_DIVISION(_centered_squares, x.data, dims, keep, n, n - c if n > c else 0.0)
+
+
+def _centered_squares(data: np.ndarray, dims: Any, keep: bool, n: int, by: float) -> np.ndarray:
+    centered = data - fast_sum(data, dims, True) / n
+    return fast_sum(centered * centered, dims, keep) / by
+
+
+# 0 / 0 and inf - inf give torch's NaN; NumPy's warnings about them are not the user's business
+_QUIET_DIVISION = Quiet(divide="ignore", invalid="ignore")
+_QUIET_LOG = Quiet(divide="ignore")  # log(0) = -inf, as in torch
 
 
 def var(
@@ -318,8 +326,7 @@ def logsumexp(
     else:
         m = np.amax(x.data, axis=dims, keepdims=True)
         m = np.where(np.isfinite(m), m, 0)
-    with np.errstate(divide="ignore"):
-        s = np.log(fast_sum(exp_array(x.data - m), dims, True)) + m
+    s = _QUIET_LOG(np.log, fast_sum(exp_array(x.data - m), dims, True)) + m
     out = _reduce_out(s if keep else s.reshape(np.sum(x.data, axis=dims).shape), x)
     if x._rg and _state.enabled:
         return record(d.LogsumexpBackward0, out, (x,), INPUTS, (dims, keep), save_result=True)
