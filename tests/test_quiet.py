@@ -20,9 +20,8 @@ def test_named_error_is_ignored_and_result_unchanged():
 
 def test_other_errors_follow_the_callers_settings():
     quiet = Quiet(over="ignore")
-    with np.errstate(divide="raise"):
-        with pytest.raises(FloatingPointError, match="divide by zero"):
-            quiet(np.log, np.array([0.0]))
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError, match="divide by zero"):
+        quiet(np.log, np.array([0.0]))
     # the same Quiet under the default settings again: a warning, not an error
     with pytest.warns(RuntimeWarning, match="divide by zero"):
         quiet(np.log, np.array([0.0]))

@@ -362,3 +362,42 @@ def test_writing_into_read_only_memory_is_refused():
     b = td.broadcast_to(td.tensor([1.0, 2.0]), (3, 2))
     with pytest.raises(AutogradError, match="__setitem__: cannot write into this tensor's memory"):
         b[0] = 5.0
+
+
+# A write through ``base[key] = value`` leaves the graph of a view apart from the written
+# memory as it is (its values did not change) and rewrites the graph of a view that may overlap
+# it: both must give torch's gradients. (view of the base, key written, value's shape)
+_VIEW_THEN_WRITE = {
+    "disjoint rows": (lambda y: y[0], (2,), (4,)),
+    "same row": (lambda y: y[2], (2,), (4,)),
+    "overlapping slices": (lambda y: y[0:2], (slice(1, 3),), (2, 4)),
+    "column view, row write": (lambda y: y[:, 1], (0,), (4,)),
+    "one element of the view": (lambda y: y[1, 1:3], (1, 2), ()),
+    "element next to the view": (lambda y: y[1, 1:3], (1, 3), ()),
+    "interleaved rows": (lambda y: y[::2], (slice(1, None, 2),), (1, 4)),
+    "strided write into a column": (lambda y: y[:, 0], (slice(None), 0), (3,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_VIEW_THEN_WRITE))
+def test_views_before_a_write_into_their_base(case):
+    take, key, shape = _VIEW_THEN_WRITE[case]
+
+    def program(lib, x, w):
+        y = x * 1.5
+        view = take(y)
+        y[key] = (w[: int(np.prod(shape))] * 3).reshape(shape)
+        # the view is used after the write: its gradient must follow its current values
+        return (view * view).sum() + (y * _weights(lib, y.shape)).sum()
+
+    _assert_same(program, X, np.arange(1.0, 9.0))
+
+
+def test_a_view_apart_from_a_write_keeps_its_values_and_graph():
+    y = td.tensor(X, requires_grad=True) * 1.0
+    row, column = y[0], y[:, 1]
+    y[2] = td.ones(4, requires_grad=True) * 2
+    assert row.grad_fn.name() == "SelectBackward0"  # not rewritten: row 2 lies apart from it
+    assert column.grad_fn.name() == "AsStridedBackward0"  # it holds y[2, 1]
+    np.testing.assert_array_equal(row.data, X[0])
+    np.testing.assert_array_equal(column.data, [X[0, 1], X[1, 1], 2.0])

@@ -16,6 +16,8 @@ from tadiff.errors import DTypeError, IndexingError, InputError, ShapeError, Tad
         (lambda: td.ones(2, 3).sum(dim=2), InputError, r"Dimension out of range .* got 2"),
         (lambda: td.ones(2, 3).sum(dim=(0, 0)), InputError, "appears multiple times"),
         (lambda: td.cat([td.ones(2, 3), td.ones(3, 3)], dim=1), ShapeError, "tensor number 1"),
+        (lambda: td.cat([td.ones(2, 3), td.ones(5, 3), td.ones(2, 4)]), ShapeError, "Expected size 3 but got size 4 for tensor number 2"),  # noqa: E501
+        (lambda: td.cat([td.ones(2, 3), td.ones(3)]), ShapeError, r"same number of dimensions: got 2 and 1 \(tensor number 1"),  # noqa: E501
         (lambda: td.stack([td.ones(2), td.ones(3)]), ShapeError, r"\[3\] at entry 1"),
         (lambda: td.ones(3)[5], IndexingError, "index 5 is out of bounds"),
         (lambda: td.ones(3)[1.5], IndexingError, "unsupported index 1.5"),

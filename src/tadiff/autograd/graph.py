@@ -43,6 +43,7 @@ FREED_MESSAGE = (
 )
 
 _new = object.__new__
+_ndarray = np.ndarray
 
 # Anomaly mode flag, a one-element list so the hot path reads it without a function call.
 ANOMALY = [False]
@@ -346,6 +347,28 @@ INPUTS: Any = ("the op's inputs",)
 tuple is then saved itself (one tuple allocation less per recorded op)."""
 
 
+def _link(node: Node, inputs: tuple[Tensor | None, ...]) -> None:
+    """Set ``node``'s producers and their output numbers from its ``inputs`` (the general case
+    of :func:`record`: leaves, constants, any number of inputs)."""
+    producers = []
+    first_outputs = True  # every producer's output 0, the common case: shared zeros
+    for t in inputs:  # edge(t), inlined: this is the hot path of every recorded op
+        if t is None:
+            producers.append(None)
+        elif t.grad_fn is not None:
+            producers.append(t.grad_fn)
+            if t._output_nr:
+                first_outputs = False
+        elif t._rg:
+            meta = t._meta
+            acc = meta.acc if meta is not None else None
+            producers.append(acc if acc is not None else grad_accumulator(t))
+        else:
+            producers.append(None)
+    node._next = tuple(producers)
+    node._nrs = _zeros(len(producers)) if first_outputs else _output_nrs(inputs)
+
+
 def record(
     node_cls: type[Node],
     data: np.ndarray,
@@ -374,40 +397,41 @@ def record(
         t = inputs[0]
         node._next = (t.grad_fn,)
         node._nrs = _ONE_ZERO if not t._output_nr else (t._output_nr,)
-    elif (
-        n == 2
-        and (a := inputs[0]) is not None
-        and (b := inputs[1]) is not None
-        and (fa := a.grad_fn) is not None
-        and (fb := b.grad_fn) is not None
-        and not (a._output_nr or b._output_nr)
-    ):  # two inputs made by ops (binary arithmetic inside a program), likewise
-        node._next = (fa, fb)
-        node._nrs = _TWO_ZEROS
+    elif n == 2 and (a := inputs[0]) is not None and (fa := a.grad_fn) is not None:
+        # binary arithmetic inside a program: the first input made by an op, the second made
+        # by one too or a number (None), likewise
+        b = inputs[1]
+        if b is None:
+            node._next = (fa, None)
+            node._nrs = _TWO_ZEROS if not a._output_nr else (a._output_nr, 0)
+        elif (fb := b.grad_fn) is not None:
+            node._next = (fa, fb)
+            node._nrs = (
+                _TWO_ZEROS if not (a._output_nr or b._output_nr) else (a._output_nr, b._output_nr)
+            )
+        else:
+            _link(node, inputs)
     else:
-        producers = []
-        first_outputs = True  # every producer's output 0, the common case: shared zeros
-        for t in inputs:  # edge(t), inlined: this is the hot path of every recorded op
-            if t is None:
-                producers.append(None)
-            elif t.grad_fn is not None:
-                producers.append(t.grad_fn)
-                if t._output_nr:
-                    first_outputs = False
-            elif t._rg:
-                meta = t._meta
-                acc = meta.acc if meta is not None else None
-                producers.append(acc if acc is not None else grad_accumulator(t))
-            else:
-                producers.append(None)
-        node._next = tuple(producers)
-        node._nrs = _zeros(len(producers)) if first_outputs else _output_nrs(inputs)
-    out = _make(data, node, 0)
+        _link(node, inputs)
+    # _make(data, node, 0), inlined: one call less on the path of every recorded op
+    if type(data) is not _ndarray:  # NumPy scalars (an op on 0-d arrays) become 0-d arrays
+        data = np.asarray(data)
+    out = _new(Tensor)
+    out.data = data
+    out._rg = True
+    out._grad = None
+    out.grad_fn = node
+    out._output_nr = 0
+    out._vc = None
+    out._meta = None
     if saved is INPUTS:
         saved = inputs
     if save_result:
-        vc = out._vc = [0]
-        saved = (*saved, _Result(data, vc, 0))
+        result = _new(_Result)  # _Result(data, vc, 0) without the call of __init__
+        result.data = data
+        result.vc = out._vc = [0]
+        result.nr = 0
+        saved = (*saved, result)
     node._saved = saved
     node._versions = None
     for s in saved:  # versions are recorded only when one is not 0 (rare: after in-place ops)

@@ -115,8 +115,21 @@ def _copy_slices(base: Tensor, view: Tensor, result: Tensor) -> None:
     adopt(base, record(d.CopySlices, base.data, (base, result), (), (pos, kept)))
 
 
-def reattach_views(base: Tensor) -> None:
-    """Point every live view of ``base`` made while recording at ``base``'s new graph."""
+def _written_part(data: np.ndarray, key: tuple[Any, ...]) -> np.ndarray | None:
+    """The view of ``data`` that the basic ``key`` selects; None where NumPy gives a scalar
+    (every axis indexed by an integer), which is no view of it."""
+    part = data[key]
+    return part if type(part) is np.ndarray else None
+
+
+def reattach_views(base: Tensor, written: np.ndarray | None = None) -> None:
+    """Point every live view of ``base`` made while recording at ``base``'s new graph.
+
+    ``written``, when known, is the part of ``base.data`` the in-place op wrote (a NumPy view of
+    it): a view whose memory lies apart from it keeps its graph, which still computes its
+    unchanged values (the LSTM's ``x = state[0]`` while ``state[2]`` is written). Views that
+    may overlap it, by their memory's bounds, are rewritten.
+    """
     views = base._meta.views if base._meta is not None else None
     if not views:
         return
@@ -126,6 +139,8 @@ def reattach_views(base: Tensor) -> None:
         if view is None:
             continue
         alive.append(r)
+        if written is not None and not np.may_share_memory(view.data, written):
+            continue
         if not view._meta.view_no_grad:
             pos = view_positions(base.data, view.data)
             args = (pos, base.data.shape)
@@ -187,12 +202,13 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
         old._rg = t._rg
     if not t.data.flags.writeable:
         raise AutogradError(f"{name}: cannot write into this tensor's memory: it is read-only")
-    key, _ = normalize_key(key)
+    key, basic = normalize_key(key)
     write(t.data, key, value if v is None else v)
     if recording:
         shape = () if v is None else v.data.shape
         adopt(t, record(d.IndexPutBackward0, t.data, (old, v), (), (key, shape)))
-        reattach_views(t)
+        if t._meta is not None and t._meta.views:
+            reattach_views(t, _written_part(t.data, key) if basic else None)
     vc = t._vc
     if vc is None:
         vc = t._vc = [0]
