@@ -194,6 +194,27 @@ def test_cross_by_take_equals_numpy():
     np.testing.assert_allclose(cross_array(a, b, 1), np.cross(a, b, axis=1), rtol=1e-14)
 
 
+def test_cross_of_two_double_3_vectors_is_numpys_arithmetic_bit_for_bit():
+    # Python floats against NumPy's element-wise formula (the general path, run on (1, 3)
+    # rows): the same IEEE products and differences (no fused multiply-add in either), so equal
+    # bits, also at inf, -0.0 and overflow, and NaN at the same places (a NaN's payload bits
+    # may depend on the order of the operands, which IEEE leaves open); the general path's
+    # dtype and shape
+    rng = np.random.default_rng(3)
+    special = [np.inf, -np.inf, np.nan, -0.0, 0.0, 1e308, -1e-320]
+    for _ in range(200):
+        a, b = rng.standard_normal(3) * 10.0 ** rng.integers(-5, 5), rng.standard_normal(3)
+        a[rng.random(3) < 0.2] = rng.choice(special)
+        b[rng.random(3) < 0.2] = rng.choice(special)
+        with np.errstate(all="ignore"):
+            expected = cross_array(a[None], b[None], 1)[0]
+        got = cross_array(a, b, 0)
+        assert got.dtype == np.float64 and got.shape == (3,)
+        nan = np.isnan(expected)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.int64), expected[~nan].view(np.int64))
+
+
 SQUEEZE_SHAPES = [(3, 1, 2), (1,), (2, 1), (1, 1), (4, 5)]
 
 

@@ -369,9 +369,20 @@ _NEXT, _PREV = np.array([1, 2, 0]), np.array([2, 0, 1])
 def cross_array(a: Any, b: Any, ax: int) -> np.ndarray:
     """``a × b`` along axis ``ax`` (size 3) of two broadcasting arrays: component ``i`` is
     ``a[i+1] b[i+2] - a[i+2] b[i+1]``. Four ``take``s: ``np.cross`` costs more on small arrays
-    than the arithmetic."""
+    than the arithmetic; two float64 3-vectors are computed in Python floats."""
     a, b = np.asarray(a), np.asarray(b)  # methods: np.take's dispatch costs 4x the take
+    if a.shape == _THREE and b.shape == _THREE and a.dtype == _FLOAT64 and b.dtype == _FLOAT64:
+        # two 3-vectors of doubles (rotations, normals): Python's float arithmetic is NumPy's,
+        # the same IEEE operations in the same order, without seven calls into NumPy (9k
+        # instructions against 25k)
+        a0, a1, a2 = a.tolist()
+        b0, b1, b2 = b.tolist()
+        return np.array((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0))
     return a.take(_NEXT, ax) * b.take(_PREV, ax) - a.take(_PREV, ax) * b.take(_NEXT, ax)
+
+
+_FLOAT64 = np.dtype(np.float64)
+_THREE = (3,)
 
 
 _EINSUM_BLAS_FROM = 4096  # multiply-adds from which the BLAS product beats NumPy's einsum
