@@ -70,7 +70,7 @@ def out_of_range(idx: np.ndarray, n: int) -> bool:
     return bool(np.maximum.reduce(idx, axis=None) >= n)
 
 
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_UNSIGNED = {k: np.dtype(f"u{k}") for k in (1, 2, 4, 8)}  # dtypes: a view by type costs more
 
 
 def strided_view(
@@ -203,6 +203,17 @@ def _add_by_lines(out: np.ndarray, axis: int, index: np.ndarray, values: np.ndar
         np.add.at(out, index, values)
         return
     if out.ndim == 2 and axis == 0:  # rows of a matrix (forces per point): one line per column
+        pair = _COMPLEX_PAIR.get(out.dtype) if out.shape[1] == 2 else None
+        if (
+            pair is not None
+            and values.dtype == out.dtype
+            and out.strides[1] == values.strides[1] == out.itemsize
+        ):
+            # rows of two floats (points in the plane) read as complex numbers: one line, whose
+            # sums are the two columns' sums (complex addition adds each part, in IEEE
+            # arithmetic, in the same order)
+            np.add.at(out.view(pair)[:, 0], index, values.view(pair)[:, 0])
+            return
         for j in range(out.shape[1]):
             np.add.at(out[:, j], index, values[:, j])
         return
@@ -212,6 +223,9 @@ def _add_by_lines(out: np.ndarray, axis: int, index: np.ndarray, values: np.ndar
         line = (*position[:axis], whole, *position[axis:])
         np.add.at(out[line], index, values[line])
 
+
+_COMPLEX_PAIR = {np.dtype(np.float64): np.dtype(np.complex128),
+                 np.dtype(np.float32): np.dtype(np.complex64)}  # fmt: skip
 
 # A scatter along one axis goes line by line (_add_by_lines) where the array has at most
 # _FEW_LINES lines along that axis (the product of the other axes), or at most _LINES_UPTO

@@ -152,3 +152,55 @@ def test_values_that_overlap_the_output_are_read_before_adding():
     np.add.at(expected, key, expected[::-1])
     add_at(out, key, out[::-1])
     np.testing.assert_array_equal(out, expected)  # small integers: exact in any order
+
+
+def _wide(a, dtype):
+    """``a`` inside a wider array: rows of two that are not contiguous with each other."""
+    wide = np.zeros((a.shape[0], 3), dtype)
+    wide[:, 1:] = a
+    return wide[:, 1:]
+
+
+def _shifted(a, dtype):
+    """``a`` one element into a buffer: its pairs are not aligned as complex numbers are."""
+    flat = np.zeros(a.size + 1, dtype)
+    flat[1:] = a.ravel()
+    return flat[1:].reshape(a.shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["contiguous", "wide rows", "shifted"])
+@pytest.mark.parametrize(
+    "values_layout", ["contiguous", "columns (Fortran)", "broadcast row", "other dtype"]
+)
+def test_rows_of_two_sum_column_by_column_bit_for_bit(dtype, layout, values_layout):
+    # the pair path (rows read as complex numbers) against np.add.at one column at a time: the
+    # same IEEE additions in the same order, so the same bits (NaN compared by position: its
+    # payload is not specified)
+    rng = np.random.default_rng(5)
+    index = rng.integers(-40, 40, 300)
+    start = (rng.standard_normal((40, 2)) * 100).astype(dtype)
+    values = (rng.standard_normal((300, 2)) * 100).astype(dtype)
+    for array in (start, values):
+        array.ravel()[rng.integers(0, array.size, 12)] = rng.choice(
+            [np.inf, -np.inf, np.nan, -0.0, 0.0], 12
+        )
+    out = {"contiguous": start.copy, "wide rows": lambda: _wide(start, dtype),
+           "shifted": lambda: _shifted(start, dtype)}[layout]()  # fmt: skip
+    values = {
+        "contiguous": values,
+        "columns (Fortran)": np.asfortranarray(values),
+        "broadcast row": np.broadcast_to(values[:1], values.shape),
+        "other dtype": values.astype(np.float64 if dtype == np.float32 else np.float32),
+    }[values_layout]
+    expected = start.copy()
+    with np.errstate(invalid="ignore"):  # inf + -inf
+        for j in range(2):
+            np.add.at(expected[:, j], index, values[:, j])
+        add_at(out, (index,), values)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(out), nan)
+    bits = np.int64 if dtype == np.float64 else np.int32
+    np.testing.assert_array_equal(
+        np.where(nan, 0, out).view(bits), np.where(nan, 0, expected).view(bits)
+    )

@@ -71,6 +71,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     Basic indexing returns a view (shared memory, like torch); advanced indexing copies.
     """
     kind = type(key)
+    if kind is Tensor and key.data.ndim == 0 and key.data.dtype.kind in "iu":
+        key, kind = int(key.data), int  # x[t] of a 0-d integer t is x[int(t)], as in torch
     if kind is int or kind is slice:  # x[i] and x[a:b], the loops' cases: no key to normalize
         # x[i, ...]: a 0-d view like torch's (x[i] of a 1-d array would be a NumPy scalar)
         data = _index(x.data, (key, Ellipsis) if kind is int else key)

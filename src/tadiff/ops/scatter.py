@@ -78,14 +78,15 @@ def _source(x: Tensor, ax: int, idx: np.ndarray, source: Any, what: str) -> Tens
     """``source`` checked to have ``x``'s shape with ``len(idx)`` along ``ax``."""
     if type(source) is not Tensor:
         source = as_tensor(source, x, f"{what}() source")
-    expected = (*x.shape[:ax], len(idx), *x.shape[ax + 1 :])
-    if source.shape != expected:
+    shape = x.data.shape
+    expected = (*shape[:ax], len(idx), *shape[ax + 1 :])
+    if source.data.shape != expected:
         raise ShapeError(f"{what}(): source must have shape {expected}, got {source.shape}")
     return source
 
 
-def _along(x: Tensor, ax: int, idx: np.ndarray) -> tuple[Any, ...]:
-    return (slice(None),) * ax + (idx,)
+def _along(ax: int, idx: np.ndarray) -> tuple[Any, ...]:
+    return (idx,) if ax == 0 else (slice(None),) * ax + (idx,)
 
 
 def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Tensor:
@@ -100,7 +101,7 @@ def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) ->
     x = as_tensor(x, name="index_add() input")
     ax, idx, source, src = _index_add_operands(x, dim, index, source, alpha)
     data = x.data.astype(np.result_type(x.data, source.data), copy=True)
-    add_at(data, _along(x, ax, idx) if x.ndim else idx, src)
+    add_at(data, _along(ax, idx) if x.ndim else idx, src)
     if (x._rg or source._rg) and _state.enabled:
         return record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha))
     return _make(data)
@@ -126,7 +127,7 @@ def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1
         # value of x, so nothing is copied) and source; x then becomes the node's output
         before = _make(x.data, x.grad_fn, x._output_nr)
         before._rg = x._rg
-    add_at(x.data, _along(x, ax, idx) if x.ndim else idx, src)
+    add_at(x.data, _along(ax, idx) if x.data.ndim else idx, src)
     if recorded:
         adopt(x, record(d.IndexAddBackward0, x.data, (before, source), (), (ax, idx, alpha)))
         reattach_views(x)
@@ -145,10 +146,11 @@ def _index_add_operands(
 ) -> tuple[int, np.ndarray, Tensor, np.ndarray]:
     """``index_add``'s checked operands: the axis, the 1-d index, ``source`` as a Tensor and
     the array to add (``alpha * source``)."""
-    ax = norm_dim(dim, max(x.ndim, 1))
+    ndim = x.data.ndim
+    ax = norm_dim(dim, ndim or 1)
     idx = _index_1d(index, "index_add")
     source = _source(x, ax, idx, source, "index_add")
-    if out_of_range(idx, x.shape[ax] if x.ndim else 1):
+    if out_of_range(idx, x.data.shape[ax] if ndim else 1):
         raise IndexingError(
             f"index_add(): index out of range in self (indices {idx.min()}..{idx.max()} along "
             f"dim {dim} of size {x.shape[ax] if x.ndim else 1})"
@@ -164,7 +166,7 @@ def index_fill(x: Any, dim: int, index: Any, value: Any) -> Tensor:
     ax = norm_dim(dim, max(x.ndim, 1))
     if isinstance(value, Tensor) and value.ndim:
         raise ShapeError(f"index_fill(): value must be a number or a 0-d tensor, got {value.shape}")
-    return index_put(x, _along(x, ax, _index_1d(index, "index_fill")), value)
+    return index_put(x, _along(ax, _index_1d(index, "index_fill")), value)
 
 
 def index_copy(x: Any, dim: int, index: Any, source: Any) -> Tensor:
@@ -173,7 +175,7 @@ def index_copy(x: Any, dim: int, index: Any, source: Any) -> Tensor:
     ax = norm_dim(dim, max(x.ndim, 1))
     idx = _index_1d(index, "index_copy")
     source = _source(x, ax, idx, source, "index_copy")
-    return index_put(x, _along(x, ax, idx), source)
+    return index_put(x, _along(ax, idx), source)
 
 
 def masked_select(x: Any, mask: Any) -> Tensor:
