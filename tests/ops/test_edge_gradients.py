@@ -187,7 +187,8 @@ NOT_HERE = {
     "ViewBackward0", "SqueezeBackward1", "UnsqueezeBackward0", "TransposeBackward0", "TBackward0",
     "PermuteBackward0", "ExpandBackward0", "FlipBackward0", "CatBackward0", "StackBackward0",
     "UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0", "IndexBackward0",
-    "SliceBackward0", "SelectBackward0", "DiagonalBackward0", "IndexScatterBackward0",
+    "SliceBackward0", "SelectBackward0", "SliceOneBackward0", "SelectOneBackward0",
+    "DiagonalBackward0", "IndexScatterBackward0",
     "ConstantPadNdBackward0", "IndexPutBackward0", "CopySlices", "AsStridedBackward0",
     "GatherBackward0", "ScatterAddBackward0", "IndexAddBackward0",
     # pooling: ties, NaN and -inf against a brute-force oracle in tests/nn/test_nn_pool_batchnorm.py

@@ -209,8 +209,8 @@ from tadiff.ops.sorting import (
 )
 
 
-def _graph_sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
-    if g.shape == shape:
+def _graph_sum_to(g: Tensor, shape: tuple[int, ...] | None) -> Tensor:
+    if shape is None or g.shape == shape:  # None: an input of the output's shape
         return g
     return reshape(sum(g, _reduced_axes(g.shape, shape), True), shape)
 

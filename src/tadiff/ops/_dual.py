@@ -203,9 +203,15 @@ def broadcast_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return view
 
 
-def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
+NOT_BROADCAST = (None, None)
+"""The shapes an element-wise op of two inputs records when they are equal (so are the output
+and the gradient): ``sum_to(g, None)`` is ``g``. One shared tuple in place of three new ones
+per op, which Python's cyclic collector would walk while the graph lives."""
+
+
+def _sum_to(g: Any, shape: tuple[int, ...] | None) -> Any:
     gshape = g.shape  # ndarray or NumPy scalar: both have .shape and .sum
-    if gshape == shape:
+    if shape is None or gshape == shape:
         return g
     # Fast path when the dims to sum form a leading block (a bias gradient; expand of a
     # keepdim reduction): k leading dims of g, then shape's own leading 1s, then equal dims.

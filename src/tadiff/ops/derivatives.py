@@ -904,6 +904,14 @@ IndexBackward0 = _node(
 )
 SliceBackward0 = _node("SliceBackward0", *IndexBackward0.vjps)
 SelectBackward0 = _node("SelectBackward0", *IndexBackward0.vjps)
+# ; shape, one int or slice (``x[i]``, ``x[a:b]``: the key's tuple is made in the backward, not
+# kept in the graph)
+def _one_key_scatter(F: Any, g: Any, shape: tuple[int, ...], key: Any) -> Any:
+    return F.index_scatter(g, (key,), shape)
+
+
+SliceOneBackward0 = _node("SliceBackward0", _one_key_scatter)
+SelectOneBackward0 = _node("SelectBackward0", _one_key_scatter)
 DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
 # each window's first maximum (its flat position in the input); the input's shape — max
 # pooling whose windows tile the input: each position is written once, so no scatter-add

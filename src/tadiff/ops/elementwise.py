@@ -35,6 +35,7 @@ from tadiff.ops._common import (
     record,
     scalar_array,
 )
+from tadiff.ops._dual import NOT_BROADCAST
 from tadiff.ops._erf import erf_array, erfc_array
 from tadiff.ops.fast_loops import exp_array, relu_array
 
@@ -79,15 +80,20 @@ def add(a: Any, b: Any) -> Tensor:
         if not isinstance(b, Tensor):  # a Python scalar: no edge, no promotion
             out = a.data + b
             if a._rg and _state.enabled:
-                return record(d.AddBackward0, out, (a, None), (), (a.data.shape, ()))
+                return record(d.AddBackward0, out, (a, None), (), NOT_BROADCAST)
             return _make(out)
-    try:
-        x, y = a.data, b.data
-        out = x + y if x.shape == y.shape else broadcast_apply(np.add, x, y)
-    except ValueError:
-        raise not_broadcastable("add", a, b) from None
+    x, y = a.data, b.data
+    if x.shape == y.shape:
+        out = x + y
+        shapes = NOT_BROADCAST
+    else:
+        try:
+            out = broadcast_apply(np.add, x, y)
+        except ValueError:
+            raise not_broadcastable("add", a, b) from None
+        shapes = (x.shape, y.shape)
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.AddBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
+        return record(d.AddBackward0, out, (a, b), (), shapes)
     return _make(out)
 
 
@@ -100,15 +106,20 @@ def sub(a: Any, b: Any) -> Tensor:
         if not isinstance(b, Tensor):
             out = a.data - b
             if a._rg and _state.enabled:
-                return record(d.SubBackward0, out, (a, None), (), (a.data.shape, ()))
+                return record(d.SubBackward0, out, (a, None), (), NOT_BROADCAST)
             return _make(out)
-    try:
-        x, y = a.data, b.data
-        out = x - y if x.shape == y.shape else broadcast_apply(np.subtract, x, y)
-    except ValueError:
-        raise not_broadcastable("sub", a, b) from None
+    x, y = a.data, b.data
+    if x.shape == y.shape:
+        out = x - y
+        shapes = NOT_BROADCAST
+    else:
+        try:
+            out = broadcast_apply(np.subtract, x, y)
+        except ValueError:
+            raise not_broadcastable("sub", a, b) from None
+        shapes = (x.shape, y.shape)
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.SubBackward0, out, (a, b), (), (a.data.shape, b.data.shape))
+        return record(d.SubBackward0, out, (a, b), (), shapes)
     return _make(out)
 
 

@@ -77,8 +77,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         # x[i, ...]: a 0-d view like torch's (x[i] of a 1-d array would be a NumPy scalar)
         data = _index(x.data, (key, Ellipsis) if kind is int else key)
         if x._rg and _state.enabled:
-            node = d.SelectBackward0 if kind is int else d.SliceBackward0
-            out = record(node, data, (x,), (), (x.data.shape, (key,)))
+            node = d.SelectOneBackward0 if kind is int else d.SliceOneBackward0
+            out = record(node, data, (x,), (), (x.data.shape, key))
         else:
             out = _make(data)
         return _as_view(out, x)
