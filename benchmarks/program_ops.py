@@ -88,6 +88,15 @@ def _cases(m: Any, dtype: str) -> dict[str, tuple[Callable[[], Any], list[Any]]]
     def stack() -> Any:
         return m.stack([small[0], small[1], small[2]])
 
+    camera = m.from_numpy(np.array(1))  # bundle adjustment's cams[camera]
+
+    def write_beside_view() -> Any:  # the LSTM's new_state[h] = ... while x = new_state[0] lives
+        state = rows.clone()
+        state[0] = vec * 2.0
+        x = state[0]  # alive while row 2 is written  # noqa: F841
+        state[2] = vec * 3.0
+        return state
+
     return {
         "gather rows x[index]": (lambda: x[index], [x]),
         "sub (180, 2)": (lambda: delta - delta, [delta]),
@@ -102,6 +111,10 @@ def _cases(m: Any, dtype: str) -> dict[str, tuple[Callable[[], Any], list[Any]]]
         "clone + row write": (row_write, [rows, vec]),
         "sum(vec) over 14 elements": (iterate, [vec]),
         "stack of 3 scalars": (stack, [small]),
+        "cross (3,) x (3,)": (lambda: m.cross(small, small * 2.0, dim=0), [small]),
+        "index by a 0-d int tensor": (lambda: mat[camera], [mat]),
+        "cat of four (14,)": (lambda: m.cat((vec, vec, vec, vec)), [vec]),
+        "row write beside a live view": (write_beside_view, [rows, vec]),
         "matmul (3, 3) @ (3,)": (lambda: mat @ small, [mat, small]),
         "sigmoid (14,)": (lambda: m.sigmoid(vec), [vec]),
         "tanh (14,)": (lambda: m.tanh(vec), [vec]),

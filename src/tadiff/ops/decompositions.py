@@ -324,6 +324,8 @@ def vector_norm(x: Any, ord: float = 2, dim: Any = None, keepdim: bool = False) 
     """``(Σ |x|^ord)^(1/ord)`` over ``dim`` (all elements when None); ``inf``/``-inf``: max/min
     of ``|x|``; 0: the number of nonzeros (no gradient)."""
     x = as_tensor(x, name="vector_norm() input")
+    if ord == 2:  # the common order first: each comparison with np.inf costs a float conversion
+        return red.norm(x, 2, dim, keepdim)
     if ord == np.inf:
         return red.amax(ew.abs(x), dim, keepdim)
     if ord == -np.inf:
