@@ -63,14 +63,14 @@ def out_of_range(idx: np.ndarray, n: int) -> bool:
         >>> out_of_range(np.array([0, 2]), 3), out_of_range(np.array([0, -1]), 3)
         (False, True)
     """
-    if not idx.size:
-        return False
-    if idx.dtype.kind == "i":
-        idx = idx.view(_UNSIGNED[idx.dtype.itemsize])
-    return bool(np.maximum.reduce(idx, axis=None) >= n)
+    dtype = idx.dtype
+    if dtype.kind == "i":
+        idx = idx.view(_UNSIGNED[dtype.itemsize])
+    return idx.size != 0 and int(_maximum(idx, None)) >= n
 
 
 _UNSIGNED = {k: np.dtype(f"u{k}") for k in (1, 2, 4, 8)}  # dtypes: a view by type costs more
+_maximum = np.maximum.reduce
 
 
 def strided_view(
@@ -135,18 +135,22 @@ def add_at(out: np.ndarray, key, values) -> None:
         >>> out
         array([3., 0., 5.])
     """
-    values = np.asarray(values)
+    if type(values) is not _ndarray:
+        values = np.asarray(values)
     form = None
     if type(key) is tuple and 0 < len(key) <= out.ndim:
         first = key[0]
         if (
             len(key) == 1
-            and type(first) is np.ndarray
+            and type(first) is _ndarray
             and first.ndim == 1
             and first.dtype.kind in "iu"
         ):
-            if out.ndim == 1:  # NumPy's own fast path, as it is
+            ndim = out.ndim
+            if ndim == 1:  # NumPy's own fast path, as it is
                 np.add.at(out, first, values)
+                return
+            if ndim == 2 and out.shape[1] == 2 and _add_pairs(out, first, values):
                 return
             form = (first.shape + out.shape[1:], 0)  # rows: the common case, without the search
         else:
@@ -203,17 +207,6 @@ def _add_by_lines(out: np.ndarray, axis: int, index: np.ndarray, values: np.ndar
         np.add.at(out, index, values)
         return
     if out.ndim == 2 and axis == 0:  # rows of a matrix (forces per point): one line per column
-        pair = _COMPLEX_PAIR.get(out.dtype) if out.shape[1] == 2 else None
-        if (
-            pair is not None
-            and values.dtype == out.dtype
-            and out.strides[1] == values.strides[1] == out.itemsize
-        ):
-            # rows of two floats (points in the plane) read as complex numbers: one line, whose
-            # sums are the two columns' sums (complex addition adds each part, in IEEE
-            # arithmetic, in the same order)
-            np.add.at(out.view(pair)[:, 0], index, values.view(pair)[:, 0])
-            return
         for j in range(out.shape[1]):
             np.add.at(out[:, j], index, values[:, j])
         return
@@ -224,6 +217,30 @@ def _add_by_lines(out: np.ndarray, axis: int, index: np.ndarray, values: np.ndar
         np.add.at(out[line], index, values[line])
 
 
+def _add_pairs(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> bool:
+    """``np.add.at(out, index, values)`` for rows of two floats (points in the plane), read as
+    complex numbers: one 1-D ``np.add.at``, whose sums are the two columns' sums (complex
+    addition adds each part, in IEEE arithmetic, in the same order). False, with nothing
+    written, where the rows cannot be read so: other dtypes, values to broadcast, columns
+    apart in memory.
+
+    ``out`` has shape ``(n, 2)``; ``values`` the shape of ``out[index]`` or one it broadcasts to.
+    """
+    pair = _COMPLEX_PAIR.get(out.dtype)
+    if (
+        pair is None
+        or values.dtype != out.dtype
+        or values.shape != (len(index), 2)
+        or out.strides[1] != out.itemsize
+        or values.strides[1] != out.itemsize
+    ):
+        return False
+    # one np.add.at call: values in out's memory are read before adding by NumPy itself
+    np.add.at(out.view(pair)[:, 0], index, values.view(pair)[:, 0])
+    return True
+
+
+_ndarray = np.ndarray
 _COMPLEX_PAIR = {np.dtype(np.float64): np.dtype(np.complex128),
                  np.dtype(np.float32): np.dtype(np.complex64)}  # fmt: skip
 

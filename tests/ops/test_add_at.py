@@ -89,6 +89,10 @@ def test_small_scatters_along_one_axis_sum_like_np_add_at(
     lines = []
     add_lines = tadiff._array._add_by_lines
     monkeypatch.setattr(tadiff._array, "_add_by_lines", lambda *a: (lines.append(a), add_lines(*a)))
+    add_pairs = tadiff._array._add_pairs  # rows of two floats: one line of complex numbers
+    monkeypatch.setattr(
+        tadiff._array, "_add_pairs", lambda *a: add_pairs(*a) and (lines.append(a) or True)
+    )
     rng = np.random.default_rng(3)
     index = rng.integers(-shape[axis], shape[axis], count)
     key = (*[slice(None)] * axis, index)
@@ -204,3 +208,18 @@ def test_rows_of_two_sum_column_by_column_bit_for_bit(dtype, layout, values_layo
     np.testing.assert_array_equal(
         np.where(nan, 0, out).view(bits), np.where(nan, 0, expected).view(bits)
     )
+
+
+@pytest.mark.parametrize("overlap", ["the output itself", "its rows reversed", "a view of it"])
+def test_rows_of_two_that_overlap_the_output_are_read_before_adding(overlap):
+    # the pair path is one np.add.at call, which reads values in out's memory before adding
+    # (index 1 twice: a sequential loop would read the first sum back)
+    start = np.arange(8.0).reshape(4, 2)
+    index = np.array([1, 1, 3, 0])
+    out = start.copy()
+    values = {"the output itself": out, "its rows reversed": out[::-1],
+              "a view of it": out.reshape(2, 4).reshape(4, 2)}[overlap]  # fmt: skip
+    expected = start.copy()
+    np.add.at(expected, (index,), start[::-1] if overlap == "its rows reversed" else start)
+    add_at(out, (index,), values)
+    np.testing.assert_array_equal(out, expected)  # small integers: exact in any order

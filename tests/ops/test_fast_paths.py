@@ -426,3 +426,42 @@ def test_clamp_to_number_bounds_keeps_torchs_signed_zeros(low, high):
     theirs = torch.clamp(torch.from_numpy(x), low, high).numpy()
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))
+
+
+@pytest.mark.parametrize(
+    ("shape", "rows"),
+    [
+        ((6, 2), [0, 5, -1, 2, 2]),  # negative and repeated rows: their gradients add
+        ((6,), [[1, -2], [3, 1]]),  # a 2-d index: the result has its shape
+        ((5, 3, 2), [4, 0, 0]),
+        ((6, 2), []),
+    ],
+)
+@pytest.mark.parametrize("form", ["tensor", "ndarray", "int32 tensor", "reversed axes"])
+def test_rows_picked_by_an_integer_index_match_torch(shape, rows, form):
+    # x[index] goes through np.take: values and gradients as torch's, exactly (copies, and
+    # gradients that are the weights or sums of two of them: one rounding in any order)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    reverse = tuple(range(len(shape)))[::-1]
+    start = rng.standard_normal(shape[::-1] if form == "reversed axes" else shape)
+    index = np.array(rows, dtype=np.int32 if form == "int32 tensor" else np.int64)
+    weights = rng.standard_normal(index.shape + shape[1:])
+    results = []
+    for lib in (td, torch):
+        x = lib.tensor(start, requires_grad=True)
+        used = x.permute(reverse) if form == "reversed axes" else x
+        picked = used[index if (form == "ndarray" and lib is td) else lib.tensor(index)]
+        (picked * lib.tensor(weights)).sum().backward()
+        results.append((picked.detach().numpy(), x.grad.numpy(), type(picked.grad_fn).__name__))
+    (ours, our_grad, our_node), (theirs, their_grad, their_node) = results
+    assert ours.shape == theirs.shape and our_node == their_node == "IndexBackward0"
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(our_grad, their_grad)
+
+
+def test_a_row_index_out_of_range_is_torchs_index_error():
+    x = td.zeros(4, 2)
+    for bad in (4, -5):
+        with pytest.raises(IndexError, match=rf"index {bad} is out of bounds .* shape \(4, 2\)"):
+            x[td.tensor([0, bad])]

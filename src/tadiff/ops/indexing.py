@@ -26,6 +26,7 @@ from tadiff.ops._common import Tensor, _make, _state, as_tensor, norm_dim, recor
 from tadiff.ops._dual import _full_index
 from tadiff.ops.shape import _as_view
 
+_ndarray = np.ndarray
 _BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
 
 
@@ -71,8 +72,12 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     Basic indexing returns a view (shared memory, like torch); advanced indexing copies.
     """
     kind = type(key)
-    if kind is Tensor and key.data.ndim == 0 and key.data.dtype.kind in "iu":
-        key, kind = int(key.data), int  # x[t] of a 0-d integer t is x[int(t)], as in torch
+    if kind is Tensor or kind is _ndarray:
+        array = key.data if kind is Tensor else key
+        if not array.ndim and array.dtype.kind in "iu":
+            key, kind = int(array), int  # x[t] of a 0-d integer t is x[int(t)], as in torch
+        elif array.dtype.kind == "i" and x.data.ndim:  # (unsigned bytes index as masks)
+            return _take(x, array)
     if kind is int or kind is slice:  # x[i] and x[a:b], the loops' cases: no key to normalize
         # x[i, ...]: a 0-d view like torch's (x[i] of a 1-d array would be a NumPy scalar)
         data = _index(x.data, (key, Ellipsis) if kind is int else key)
@@ -99,6 +104,20 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     if basic:
         _as_view(out, x)
     return out
+
+
+def _take(x: Tensor, rows: np.ndarray) -> Tensor:
+    """``x[rows]`` for an integer array ``rows`` of any shape: ``np.take`` along the first axis
+    gives the same copy as NumPy's advanced indexing at a third of its fixed cost (12k against
+    34k instructions for 180 rows of a (100, 2) array), which gathers inside loops pay per step.
+    """
+    try:
+        data = np.take(x.data, rows, axis=0)
+    except IndexError as exc:
+        raise IndexingError(f"{exc} (indexing a tensor of shape {x.data.shape})") from None
+    if x._rg and _state.enabled:
+        return record(d.IndexBackward0, data, (x,), (), (x.data.shape, (rows,)))
+    return _make(data)
 
 
 def index_scatter(g: Tensor, key: Any, shape: tuple[int, ...]) -> Tensor:

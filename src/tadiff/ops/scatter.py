@@ -111,26 +111,30 @@ def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1
     """:func:`index_add` in place: the sum goes straight into ``x``'s memory, without the
     out-of-place copy (a simulation step that scatters forces with it pays for the scatter and,
     when recording, one node). Views and mixed dtypes take the general in-place path."""
-    recorded = _state.enabled and (x._rg or (isinstance(source, Tensor) and source._rg))
+    enabled = _state.enabled
+    meta = x._meta
     # a view under grad mode takes the general path too: it refuses views of leaves that
     # require grad and views made under no_grad, as torch does
-    view = _state.enabled and x._meta is not None and x._meta.view_base is not None
-    if view or not isinstance(source, Tensor) or source.data.dtype != x.data.dtype:
+    if (
+        not isinstance(source, Tensor)
+        or source.data.dtype != x.data.dtype
+        or (enabled and meta is not None and meta.view_base is not None)
+    ):
         return _index_add_recorded(x, dim, index, source, alpha=alpha)
+    recorded = enabled and (x._rg or source._rg)
     if recorded:
         refuse_leaf(x, "index_add_")
     ax, idx, source, src = _index_add_operands(x, dim, index, source, alpha)
-    if not x.data.flags.writeable:
+    data = x.data
+    if not data.flags.writeable:
         raise AutogradError("index_add_: cannot write into this tensor's memory: it is read-only")
+    add_at(data, _along(ax, idx) if data.ndim else idx, src)
     if recorded:
-        # the node's inputs are x before the write (its graph edge: the backward reads no
-        # value of x, so nothing is copied) and source; x then becomes the node's output
-        before = _make(x.data, x.grad_fn, x._output_nr)
-        before._rg = x._rg
-    add_at(x.data, _along(ax, idx) if x.data.ndim else idx, src)
-    if recorded:
-        adopt(x, record(d.IndexAddBackward0, x.data, (before, source), (), (ax, idx, alpha)))
-        reattach_views(x)
+        # x's edge is still its value before the write (the backward reads no value of x, so
+        # nothing is copied); x then becomes the node's output
+        adopt(x, record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha)))
+        if meta is not None and meta.views:
+            reattach_views(x)
     vc = x._vc
     if vc is None:
         vc = x._vc = [0]
