@@ -23,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -57,11 +59,14 @@ class _Meta:
         self.views = None  # for a base: weak references to the views made of it
 
 
-class _ViewMeta:
-    """A view's ``_Meta`` while it has no other state: never changed, so the views one op makes
-    of one base (``unbind``, iterating over a tensor) share one. The rest of ``_Meta`` reads as
-    its defaults; ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set (a
-    change made any other way fails loudly: the defaults are class attributes, read-only)."""
+class _ViewMeta(weakref.ref):
+    """A view's ``_Meta`` while it has no other state, and the base's weak reference to the
+    view: one object where a ``_Meta`` and a ``weakref.ref`` would be two (an op that makes a
+    view leaves one object less for the garbage collector to walk). It refers to its own view
+    weakly (no reference cycle). The rest of ``_Meta`` reads as its defaults;
+    ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set (a change made any
+    other way fails loudly: the defaults are class attributes, read-only); the base's
+    reference still finds the view."""
 
     __slots__ = ("view_base", "view_no_grad")
     acc = None
@@ -71,10 +76,18 @@ class _ViewMeta:
     views = None
 
 
-def view_meta(base: Tensor, no_grad: bool) -> _ViewMeta:
-    """A :class:`_ViewMeta` for views of ``base`` (``no_grad``: made without recording from a
-    base that requires grad)."""
-    meta = _new(_ViewMeta)
+def view_meta(view: Tensor, base: Tensor, no_grad: bool) -> _ViewMeta:
+    """A :class:`_ViewMeta` of ``view``, a view of ``base`` (``no_grad``: made without recording
+    from a base that requires grad).
+
+    Example:
+        >>> base = Tensor(np.zeros(3))
+        >>> view = Tensor(base.data[1:])
+        >>> meta = view_meta(view, base, False)
+        >>> meta() is view, meta.view_base is base
+        (True, True)
+    """
+    meta = _ViewMeta(view)
     meta.view_base = base
     meta.view_no_grad = no_grad
     return meta
@@ -207,9 +220,44 @@ class Tensor:
         vc = self._vc
         return vc is not None and len(vc) > 1
 
+    def __getstate__(self) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """What ``pickle`` and ``copy`` keep: the data, the gradient and ``requires_grad``.
+
+        The copy is a leaf of its own, as torch's: the graph that made this tensor, the views
+        made of it and its gradient accumulator belong to this tensor (a copy that kept the
+        accumulator would add its gradients into this tensor's ``.grad``)."""
+        slots = {"data": self.data, "_grad": self._grad, "_rg": self._rg, "grad_fn": None,
+                 "_output_nr": 0, "_vc": None, "_meta": None}  # fmt: skip
+        return getattr(self, "__dict__", None) or None, slots
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A new leaf with copies of the data and gradient (torch refuses tensors made by a
+        recorded op, whose graph a copy could not keep).
+
+        Example:
+            >>> import copy
+            >>> x = Tensor(np.ones(2), requires_grad=True)
+            >>> copy.deepcopy(x).requires_grad
+            True
+        """
+        if self.grad_fn is not None:
+            raise AutogradError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                "protocol at the moment: deepcopy x.detach() (and call requires_grad_() on the "
+                "copy) instead"
+            )
+        extra, slots = self.__getstate__()
+        new = _new(type(self))
+        memo[id(self)] = new
+        for name, value in slots.items():
+            setattr(new, name, copy.deepcopy(value, memo))
+        if extra:
+            new.__dict__.update(copy.deepcopy(extra, memo))
+        return new
+
     def _get_meta(self) -> _Meta:
         """This tensor's own ``_Meta``, to read or change (made on first use, or in place of
-        the ``_ViewMeta`` a view may share with its siblings)."""
+        a view's ``_ViewMeta``, which then stays the base's reference to this view)."""
         meta = self._meta
         if meta is None:
             meta = self._meta = _Meta()

@@ -120,11 +120,13 @@ class Module:
         object.__setattr__(self, "_modules", {})
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # copy.deepcopy and pickle make new tensors: mark the copies of parameters again.
+        # copy.deepcopy and pickle make new tensors: mark the copies of parameters again; a
+        # copied parameter starts without a gradient, as torch's Parameter does
         self.__dict__.update(state)
         for param in state.get("_parameters", {}).values():
             if param is not None:
                 _mark_parameter(param)
+                param._grad = None
 
     # -- registration --------------------------------------------------------------------------
     def _registry(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
