@@ -18,6 +18,7 @@ all programs and outputs was 2.4e-14 in float64 (the ray caster; 1e-15 or less e
 other CPUs' BLAS and libm.
 """
 
+import gc
 import importlib.util
 from pathlib import Path
 
@@ -90,3 +91,19 @@ def test_forward_and_gradients_agree_with_torch(program, dtype):
 def test_there_are_enough_programs():
     assert len(alias.NAMES) >= 8
     assert sorted(p.stem for p in PROGRAMS.glob("*.py") if p.stem != "alias") == sorted(alias.NAMES)
+
+
+def test_programs_leave_no_reference_cycles(program):
+    # every object of a recorded graph is freed by reference counting as soon as the graph
+    # goes: a cycle would wait for Python's collector, which then walks the whole heap
+    name, _, ours = program
+    inputs = ours.make_inputs("test", "float64")
+    ours.gradient(inputs)
+    gc.collect()
+    gc.disable()
+    try:
+        ours.gradient(inputs)
+        ours.forward(inputs)
+        assert gc.collect() == 0, f"{name}: reference cycles left behind"
+    finally:
+        gc.enable()

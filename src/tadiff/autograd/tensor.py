@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -59,14 +58,11 @@ class _Meta:
         self.views = None  # for a base: weak references to the views made of it
 
 
-class _ViewMeta(weakref.ref):
-    """A view's ``_Meta`` while it has no other state, and the base's weak reference to the
-    view: one object where a ``_Meta`` and a ``weakref.ref`` would be two (an op that makes a
-    view leaves one object less for the garbage collector to walk). It refers to its own view
-    weakly (no reference cycle). The rest of ``_Meta`` reads as its defaults;
-    ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set (a change made any
-    other way fails loudly: the defaults are class attributes, read-only); the base's
-    reference still finds the view."""
+class _ViewMeta:
+    """A view's ``_Meta`` while it has no other state: never changed, so the views one op makes
+    of one base (``unbind``, iterating over a tensor) share one. The rest of ``_Meta`` reads as
+    its defaults; ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set (a
+    change made any other way fails loudly: the defaults are class attributes, read-only)."""
 
     __slots__ = ("view_base", "view_no_grad")
     acc = None
@@ -76,18 +72,10 @@ class _ViewMeta(weakref.ref):
     views = None
 
 
-def view_meta(view: Tensor, base: Tensor, no_grad: bool) -> _ViewMeta:
-    """A :class:`_ViewMeta` of ``view``, a view of ``base`` (``no_grad``: made without recording
-    from a base that requires grad).
-
-    Example:
-        >>> base = Tensor(np.zeros(3))
-        >>> view = Tensor(base.data[1:])
-        >>> meta = view_meta(view, base, False)
-        >>> meta() is view, meta.view_base is base
-        (True, True)
-    """
-    meta = _ViewMeta(view)
+def view_meta(base: Tensor, no_grad: bool) -> _ViewMeta:
+    """A :class:`_ViewMeta` for views of ``base`` (``no_grad``: made without recording from a
+    base that requires grad)."""
+    meta = _new(_ViewMeta)
     meta.view_base = base
     meta.view_no_grad = no_grad
     return meta
@@ -257,7 +245,7 @@ class Tensor:
 
     def _get_meta(self) -> _Meta:
         """This tensor's own ``_Meta``, to read or change (made on first use, or in place of
-        a view's ``_ViewMeta``, which then stays the base's reference to this view)."""
+        the ``_ViewMeta`` a view may share with its siblings)."""
         meta = self._meta
         if meta is None:
             meta = self._meta = _Meta()

@@ -18,11 +18,12 @@ import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
+from weakref import ref
 
 import numpy as np
 
 from tadiff._device import DEVICE_TYPES, check_device, device
-from tadiff.autograd.tensor import _ViewMeta, view_meta
+from tadiff.autograd.tensor import view_meta
 from tadiff.errors import DTypeError, InputError, ShapeError, type_name
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -53,14 +54,13 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
     out._vc = vc
     meta = x._meta
     base = x if meta is None or meta.view_base is None else meta.view_base
-    # out is new: no meta yet; its _ViewMeta is also the base's weak reference to it
-    own = out._meta = view_meta(out, base, base._rg and not _state.enabled)
+    out._meta = view_meta(base, base._rg and not _state.enabled)  # out is new: no meta yet
     meta = base._meta or base._get_meta()
     views = meta.views
     if views is None:
-        meta.views = [own]
+        meta.views = [ref(out)]
         return out
-    views.append(own)
+    views.append(ref(out))
     n = len(views)
     if n >= 64 and not n & (n - 1):  # at powers of two: drop dead views, amortised O(1)
         views[:] = [r for r in views if r() is not None]
@@ -69,21 +69,18 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
 
 def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
     """:func:`_as_view` for several new views of ``x`` at once (``unbind``, ``split``, iterating):
-    the base's bookkeeping is looked up once."""
+    the base's bookkeeping is looked up once, and the views share one ``_ViewMeta``."""
     if not outs:
         return outs
     _as_view(outs[0], x)
     first = outs[0]
     vc, meta = first._vc, first._meta
-    base, no_grad = meta.view_base, meta.view_no_grad
-    views = base._meta.views
+    views = meta.view_base._meta.views
     before = len(views)
     for out in outs[1:]:
         out._vc = vc
-        own = out._meta = _ViewMeta(out)
-        own.view_base = base
-        own.view_no_grad = no_grad
-        views.append(own)
+        out._meta = meta
+    views += map(ref, outs[1:])
     if len(views) >= 64 and len(views).bit_length() > before.bit_length():
         views[:] = [r for r in views if r() is not None]  # crossed a power of two: as _as_view
     return outs
