@@ -72,15 +72,6 @@ class _ViewMeta:
     views = None
 
 
-def view_meta(base: Tensor, no_grad: bool) -> _ViewMeta:
-    """A :class:`_ViewMeta` for views of ``base`` (``no_grad``: made without recording from a
-    base that requires grad)."""
-    meta = _new(_ViewMeta)
-    meta.view_base = base
-    meta.view_no_grad = no_grad
-    return meta
-
-
 class Tensor:
     """A NumPy array that records operations for reverse-mode differentiation.
 

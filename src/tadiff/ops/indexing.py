@@ -79,8 +79,12 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         elif array.dtype.kind == "i" and x.data.ndim:  # (unsigned bytes index as masks)
             return _take(x, array)
     if kind is int or kind is slice:  # x[i] and x[a:b], the loops' cases: no key to normalize
-        # x[i, ...]: a 0-d view like torch's (x[i] of a 1-d array would be a NumPy scalar)
-        data = _index(x.data, (key, Ellipsis) if kind is int else key)
+        # x[i, ...]: a 0-d view like torch's (x[i] of a 1-d array would be a NumPy scalar);
+        # _index(...), inlined: loops over rows pass here on every step
+        try:
+            data = x.data[(key, Ellipsis) if kind is int else key]
+        except IndexError as exc:
+            raise IndexingError(f"{exc} (indexing a tensor of shape {x.data.shape})") from None
         if x._rg and _state.enabled:
             node = d.SelectOneBackward0 if kind is int else d.SliceOneBackward0
             out = record(node, data, (x,), (), (x.data.shape, key))

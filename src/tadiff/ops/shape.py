@@ -23,7 +23,7 @@ from weakref import ref
 import numpy as np
 
 from tadiff._device import DEVICE_TYPES, check_device, device
-from tadiff.autograd.tensor import view_meta
+from tadiff.autograd.tensor import _ViewMeta
 from tadiff.errors import DTypeError, InputError, ShapeError, type_name
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -37,6 +37,8 @@ from tadiff.ops._common import (
     record_multi,
 )
 from tadiff.ops._dual import broadcast_view
+
+_new = object.__new__
 
 
 def _as_view(out: Tensor, x: Tensor) -> Tensor:
@@ -54,7 +56,10 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
     out._vc = vc
     meta = x._meta
     base = x if meta is None or meta.view_base is None else meta.view_base
-    out._meta = view_meta(base, base._rg and not _state.enabled)  # out is new: no meta yet
+    # out is new, without a meta yet: view_meta(base, ...), inlined (every view op passes here)
+    own = out._meta = _new(_ViewMeta)
+    own.view_base = base
+    own.view_no_grad = base._rg and not _state.enabled
     meta = base._meta or base._get_meta()
     views = meta.views
     if views is None:
