@@ -197,16 +197,15 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
     recording = _state.enabled and (t._rg or (v is not None and v._rg))
     if recording:
         refuse_leaf(t, name)
-        # IndexPutBackward0 saves nothing of the old value: its node and shape are enough
-        old = _make(t.data, t.grad_fn, t._output_nr)
-        old._rg = t._rg
     if not t.data.flags.writeable:
         raise AutogradError(f"{name}: cannot write into this tensor's memory: it is read-only")
     key, basic = normalize_key(key)
     write(t.data, key, value if v is None else v)
     if recording:
         shape = () if v is None else v.data.shape
-        adopt(t, record(d.IndexPutBackward0, t.data, (old, v), (), (key, shape)))
+        # t's edge is still its value before the write (IndexPutBackward0 saves nothing of
+        # it: its node is enough); t then becomes the node's output
+        adopt(t, record(d.IndexPutBackward0, t.data, (t, v), (), (key, shape)))
         if t._meta is not None and t._meta.views:
             reattach_views(t, _written_part(t.data, key) if basic else None)
     vc = t._vc
