@@ -37,7 +37,7 @@ from tadiff.ops._common import (
 )
 from tadiff.ops._dual import NOT_BROADCAST
 from tadiff.ops._erf import erf_array, erfc_array
-from tadiff.ops.fast_loops import exp_array, relu_array
+from tadiff.ops.fast_loops import FAST_LOOP_MIN_SIZE, exp_array, relu_array
 
 _ndarray = np.ndarray
 _PY_SCALARS = (int, float)
@@ -278,12 +278,14 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     # there, as in torch, and the warning is not the user's business
     # (the dtype keyword only where needed, and 1.0 rather than 1: NumPy's conversions of both
     # cost a third of a small call)
+    # (ufuncs called with positional out: the keyword costs a conversion on every call)
     out = np.negative(x) if x.dtype.kind == "f" else np.negative(x, dtype=np.float64)
     if type(out) is not np.ndarray:  # a 0-d input gives a NumPy scalar
         out = np.asarray(out)
-    _OVERFLOW_QUIET(exp_array, out, out)
-    out += 1.0
-    return np.reciprocal(out, out=out)
+    # NumPy's exp below the compiled loop's size: exp_array would only pass it on
+    _OVERFLOW_QUIET(np.exp if out.size < FAST_LOOP_MIN_SIZE else exp_array, out, out)
+    np.add(out, 1.0, out)
+    return np.reciprocal(out, out)
 
 
 exp = _unary("exp", exp_array, d.ExpBackward0, "result")
