@@ -150,11 +150,13 @@ def fast_sum(a: np.ndarray, dims: tuple[int, ...] | None, keepdims: bool) -> np.
     """``a.sum(axis=dims, keepdims=keepdims)``, by BLAS where the reduced axes lead
     (:func:`sum_leading`) or are a short trailing block (:func:`sum_trailing`)."""
     out = None
-    if dims is not None and dims:
+    if dims:
         k = len(dims)
-        if dims == tuple(range(k)):
+        # leading axes (0, ..., k-1) or trailing ones (ndim-k, ..., ndim-1): dims is sorted and
+        # distinct, so its ends tell (no tuple of a range to compare with on every call)
+        if dims[-1] == k - 1:
             out = sum_leading(a, k)
-        elif dims == tuple(range(a.ndim - k, a.ndim)):
+        elif dims[0] == a.ndim - k:
             out = sum_trailing(a, k)
     if out is None:  # the ufunc itself: ndarray.sum adds a Python-level wrapper around it
         return np.add.reduce(a, axis=dims, keepdims=keepdims)
