@@ -44,8 +44,10 @@ def test_pickle_of_a_tensor_with_views_and_of_a_non_leaf_matches_torch():
         x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
         view = x[1:]  # x now has a view; pickling it failed on its weak references before
         y = x * 2
-        back = [pickle.loads(pickle.dumps(t)) for t in (x, y, view)]
-        results.append([(t.detach().numpy().tolist(), t.requires_grad, t.is_leaf) for t in back])
+        (x * 3).sum().backward()  # pickle and copy.copy keep no .grad; deepcopy does
+        back = [pickle.loads(pickle.dumps(t)) for t in (x, y, view)] + [copy.copy(x)]
+        results.append([(t.detach().numpy().tolist(), t.requires_grad, t.is_leaf, t.grad is None)
+                        for t in back])  # fmt: skip
     assert results[0] == results[1]
 
 

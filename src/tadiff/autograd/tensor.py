@@ -200,12 +200,13 @@ class Tensor:
         return vc is not None and len(vc) > 1
 
     def __getstate__(self) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """What ``pickle`` and ``copy`` keep: the data, the gradient and ``requires_grad``.
+        """What ``pickle`` and ``copy.copy`` keep: the data and ``requires_grad`` (torch's do
+        not keep ``.grad``; ``copy.deepcopy`` does).
 
         The copy is a leaf of its own, as torch's: the graph that made this tensor, the views
         made of it and its gradient accumulator belong to this tensor (a copy that kept the
         accumulator would add its gradients into this tensor's ``.grad``)."""
-        slots = {"data": self.data, "_grad": self._grad, "_rg": self._rg, "grad_fn": None,
+        slots = {"data": self.data, "_grad": None, "_rg": self._rg, "grad_fn": None,
                  "_output_nr": 0, "_vc": None, "_meta": None}  # fmt: skip
         return getattr(self, "__dict__", None) or None, slots
 
@@ -226,6 +227,7 @@ class Tensor:
                 "copy) instead"
             )
         extra, slots = self.__getstate__()
+        slots["_grad"] = self._grad
         new = _new(type(self))
         memo[id(self)] = new
         for name, value in slots.items():
