@@ -205,3 +205,20 @@ def test_node_names_are_torch_names(name):
     ours = NAMES[name](td, td.tensor(x, requires_grad=True))
     theirs = NAMES[name](torch, torch.tensor(x, requires_grad=True))
     assert ours.grad_fn.name() == theirs.grad_fn.name()
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_leaf_that_stopped_requiring_grad_gets_no_gradient_like_torch(create_graph):
+    # the graph was recorded while w required grad; torch's AccumulateGrad then does nothing
+    # (create_graph takes the engine's general path through AccumulateGrad itself)
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib in (td, torch):
+        w = lib.ones(2, requires_grad=True)
+        v = lib.ones(2, requires_grad=True)
+        y = (w * 3 + v).sum()
+        w.requires_grad_(False)
+        y.backward(create_graph=create_graph)
+        grads.append((w.grad, v.grad.detach().numpy().tolist()))
+    assert grads[0][0] is None and grads[1][0] is None
+    assert grads[0][1] == grads[1][1] == [1.0, 1.0]

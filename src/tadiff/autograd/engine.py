@@ -304,7 +304,7 @@ def _run_all(
                 # frame's ``grads``): torch's AccumulateGrad steals such a gradient the same way
                 owned = type(grads) is np.ndarray and _refcount(grads) <= _ONE_LOCAL
                 leaf = node._variable()
-                if leaf is not None:
+                if leaf is not None and leaf._rg:  # (a leaf may stop requiring grad: torch's too)
                     accumulate_into(leaf, grads, False, owned)
                 continue
             if extra is not None:

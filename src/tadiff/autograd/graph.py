@@ -227,7 +227,7 @@ class AccumulateGrad(Node):
 
     def _apply(self, grad: Any, create_graph: bool) -> Sequence[Any]:
         t = self._variable()
-        if t is not None:
+        if t is not None and t._rg:  # a leaf that stopped requiring grad gets none, as in torch
             accumulate_into(t, grad, create_graph)
         return ()
 
