@@ -423,7 +423,8 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     except ValueError:
         raise not_broadcastable("where", cond, a, b) from None
     if (a._rg or b._rg) and _state.enabled:
-        return record(d.WhereBackward0, out, (a, b), (), (cond, a.data.shape, b.data.shape))
+        # a copy of the condition: the caller's may be written in place before the backward
+        return record(d.WhereBackward0, out, (a, b), (), (cond.copy(), a.data.shape, b.data.shape))
     return _make(out)
 
 

@@ -59,6 +59,21 @@ def normalize_key(key: Any) -> tuple[tuple[Any, ...], bool]:
     return tuple(out), basic
 
 
+def kept_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``key`` with copies of its index and mask arrays, for a backward pass to keep: the
+    caller's tensors may be written in place before it runs (torch version-checks them and
+    raises; a copy gives the gradient of the forward that was computed).
+
+    Example:
+        >>> rows = np.array([0, 2])
+        >>> kept = kept_key((rows, slice(None)))
+        >>> rows[0] = 1
+        >>> kept[0].tolist()
+        [0, 2]
+    """
+    return tuple([k.copy() if type(k) is np.ndarray else k for k in key])
+
+
 def _index(data: np.ndarray, key: tuple[Any, ...]) -> np.ndarray:
     try:
         return data[key]
@@ -98,6 +113,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     if x._rg and _state.enabled:
         if not basic:
             node = d.IndexBackward0
+            key = kept_key(key)
         elif select:
             node = d.SelectBackward0
         else:
@@ -120,7 +136,7 @@ def _take(x: Tensor, rows: np.ndarray) -> Tensor:
     except IndexError as exc:
         raise IndexingError(f"{exc} (indexing a tensor of shape {x.data.shape})") from None
     if x._rg and _state.enabled:
-        return record(d.IndexBackward0, data, (x,), (), (x.data.shape, (rows,)))
+        return record(d.IndexBackward0, data, (x,), (), (x.data.shape, (rows.copy(),)))
     return _make(data)
 
 
@@ -147,7 +163,7 @@ def index_put(x: Tensor, key: Any, value: Any) -> Tensor:
     data = x.data.copy()
     write(data, key, v)
     if (x._rg or v._rg) and _state.enabled:
-        return record(d.IndexPutBackward0, data, (x, v), (), (key, v.data.shape))
+        return record(d.IndexPutBackward0, data, (x, v), (), (kept_key(key), v.data.shape))
     return _make(data)
 
 
@@ -205,7 +221,7 @@ def gather(x: Tensor, dim: int, index: Any) -> Tensor:
     idx = _check_index(x.data, ax, index, "gather")
     data = x.data[_full_index(idx, ax)]
     if x._rg and _state.enabled:
-        return record(d.GatherBackward0, data, (x,), (), (ax, idx, x.data.shape))
+        return record(d.GatherBackward0, data, (x,), (), (ax, idx.copy(), x.data.shape))
     return _make(data)
 
 
@@ -225,5 +241,5 @@ def scatter_add(x: Tensor, dim: int, index: Any, src: Any) -> Tensor:
     data = x.data.astype(np.result_type(x.data, src.data), copy=True)
     add_at(data, _full_index(idx, ax), src.data)
     if (x._rg or src._rg) and _state.enabled:
-        return record(d.ScatterAddBackward0, data, (x, src), (), (ax, idx))
+        return record(d.ScatterAddBackward0, data, (x, src), (), (ax, idx.copy()))
     return _make(data)

@@ -41,7 +41,7 @@ from tadiff.ops import derivatives as d
 from tadiff.ops import elementwise as ew
 from tadiff.ops._common import Tensor, _make, _state, as_tensor, record
 from tadiff.ops._views import view_positions
-from tadiff.ops.indexing import index_put, normalize_key, write
+from tadiff.ops.indexing import index_put, kept_key, normalize_key, write
 from tadiff.ops.pointwise import masked_fill
 
 
@@ -205,7 +205,8 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
         shape = () if v is None else v.data.shape
         # t's edge is still its value before the write (IndexPutBackward0 saves nothing of
         # it: its node is enough); t then becomes the node's output
-        adopt(t, record(d.IndexPutBackward0, t.data, (t, v), (), (key, shape)))
+        kept = key if basic else kept_key(key)
+        adopt(t, record(d.IndexPutBackward0, t.data, (t, v), (), (kept, shape)))
         if t._meta is not None and t._meta.views:
             reattach_views(t, _written_part(t.data, key) if basic else None)
     vc = t._vc

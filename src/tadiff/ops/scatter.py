@@ -103,7 +103,7 @@ def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) ->
     data = x.data.astype(np.result_type(x.data, source.data), copy=True)
     add_at(data, _along(ax, idx) if x.ndim else idx, src)
     if (x._rg or source._rg) and _state.enabled:
-        return record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha))
+        return record(d.IndexAddBackward0, data, (x, source), (), (ax, idx.copy(), alpha))
     return _make(data)
 
 
@@ -132,7 +132,7 @@ def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1
     if recorded:
         # x's edge is still its value before the write (the backward reads no value of x, so
         # nothing is copied); x then becomes the node's output
-        adopt(x, record(d.IndexAddBackward0, data, (x, source), (), (ax, idx, alpha)))
+        adopt(x, record(d.IndexAddBackward0, data, (x, source), (), (ax, idx.copy(), alpha)))
         if meta is not None and meta.views:
             reattach_views(x)
     vc = x._vc
