@@ -71,6 +71,9 @@ def kept_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
         >>> kept[0].tolist()
         [0, 2]
     """
+    if len(key) == 1:  # one index or mask, the common key: no loop
+        k = key[0]
+        return (k.copy(),) if type(k) is np.ndarray else key
     return tuple([k.copy() if type(k) is np.ndarray else k for k in key])
 
 
