@@ -77,11 +77,16 @@ def kept_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple([k.copy() if type(k) is np.ndarray else k for k in key])
 
 
+def _index_error(exc: IndexError, shape: tuple[int, ...]) -> IndexingError:
+    """NumPy's index error, naming the shape of the tensor indexed."""
+    return IndexingError(f"{exc} (indexing a tensor of shape {shape})")
+
+
 def _index(data: np.ndarray, key: tuple[Any, ...]) -> np.ndarray:
     try:
         return data[key]
     except IndexError as exc:
-        raise IndexingError(f"{exc} (indexing a tensor of shape {data.shape})") from None
+        raise _index_error(exc, data.shape) from None
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:
@@ -102,7 +107,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         try:
             data = x.data[(key, Ellipsis) if kind is int else key]
         except IndexError as exc:
-            raise IndexingError(f"{exc} (indexing a tensor of shape {x.data.shape})") from None
+            raise _index_error(exc, x.data.shape) from None
         if x._rg and _state.enabled:
             node = d.SelectOneBackward0 if kind is int else d.SliceOneBackward0
             out = record(node, data, (x,), (), (x.data.shape, key))
@@ -137,7 +142,7 @@ def _take(x: Tensor, rows: np.ndarray) -> Tensor:
     try:
         data = np.take(x.data, rows, axis=0)
     except IndexError as exc:
-        raise IndexingError(f"{exc} (indexing a tensor of shape {x.data.shape})") from None
+        raise _index_error(exc, x.data.shape) from None
     if x._rg and _state.enabled:
         return record(d.IndexBackward0, data, (x,), (), (x.data.shape, (rows.copy(),)))
     return _make(data)
