@@ -162,6 +162,7 @@ def test_numba_jit_time_is_counted_and_the_machine_code_cached_on_disk(tmp_path)
         "print(s['jit_compilations'], s['jit_seconds'] > 0, s['by_backend'])\n"
     )
     env = {**__import__("os").environ, "TADIFF_CACHE_DIR": str(tmp_path)}
+    env.pop("NUMBA_CACHE_DIR", None)  # it would send numba's files to a folder of its own
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[:2] == ["1", "True"]
