@@ -82,3 +82,17 @@ def test_threads_each_keep_their_own_settings():
         seen = list(pool.map(work, range(8)))
     assert seen == ["ignore", "raise"] * 4
     assert np.geterr()["over"] == "warn"
+
+
+def test_in_place_writes_into_its_array_under_the_settings_and_restores_them():
+    before = np.geterr()
+    a = np.array([1000.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = Quiet(over="ignore").in_place(np.exp, a)
+    assert result is a and a.tolist() == [np.inf, 1.0]
+    assert np.geterr() == before
+    # the caller's other settings still apply, and are restored after the error
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError, match="divide by zero"):
+        Quiet(over="ignore").in_place(np.log, np.array([0.0]))
+    assert np.geterr() == before

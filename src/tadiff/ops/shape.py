@@ -314,26 +314,38 @@ def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
         >>> td.cat([td.zeros(2, 1), td.ones(2, 2)], dim=1).shape
         (2, 3)
     """
-    ts = _tensors(tensors, "cat")
-    dim = pick_axis(dim if axis is None else None, axis, 0)
-    ref = ts[0].data
-    if ref.ndim == 0:
-        raise ShapeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    ax = norm_dim(dim, ref.ndim)
+    if axis is not None or type(dim) is not int:
+        dim = pick_axis(dim if axis is None else None, axis, 0)
+    ts = tensors
     arrays = []
     needs_grad = False
-    for t in ts:  # one loop, not a comprehension and any(): a small cat costs about as much
-        arrays.append(t.data)
-        if t._rg:
-            needs_grad = True
+    if type(ts) is tuple or type(ts) is list:
+        for t in ts:  # one loop, not comprehensions and any(): a small cat costs about as much
+            if type(t) is not Tensor:
+                break
+            arrays.append(t.data)
+            if t._rg:
+                needs_grad = True
+    if not arrays or len(arrays) != len(ts):  # anything but a sequence of Tensors (rare)
+        ts = _tensors(tensors, "cat")  # its errors, or the elements converted
+        arrays = [t.data for t in ts]
+        needs_grad = any(t._rg for t in ts)
+    ref = arrays[0]
+    if ref.ndim == 0:
+        raise ShapeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    ax = dim if 0 <= dim < ref.ndim else norm_dim(dim, ref.ndim)
     try:  # NumPy checks the shapes as torch does (a loop here cost as much as the copy)
-        data = np.concatenate(arrays, axis=ax)
+        data = np.concatenate(arrays, ax)
     except ValueError:
         _cat_mismatch(ref.shape, [a.shape for a in arrays], ax)
         raise
     if needs_grad and _state.enabled:
-        offsets = (0, *itertools.accumulate([a.shape[ax] for a in arrays]))
-        return record(d.CatBackward0, data, tuple(ts), (), (ax, offsets))
+        offsets = [0]
+        end = 0
+        for a in arrays:  # the running ends (a loop: itertools.accumulate costs twice as much)
+            end += a.shape[ax]
+            offsets.append(end)
+        return record(d.CatBackward0, data, tuple(ts), (), (ax, tuple(offsets)))
     return _make(data)
 
 
