@@ -225,7 +225,7 @@ def test_squeeze_of_one_dim_matches_torch(shape):
     for dim in range(-len(shape), len(shape)):
         got = x.squeeze(dim)
         assert got.shape == tuple(torch.zeros(shape).squeeze(dim).shape), (shape, dim)
-        assert got.grad_fn is not None and got._meta.view_base is x  # a view in the graph
+        assert got.grad_fn is not None and got._base is x  # a view in the graph
     with pytest.raises(IndexError):  # a dim out of range still goes through the checks
         x.squeeze(len(shape))
 
@@ -253,7 +253,7 @@ def test_reshape_is_a_view_exactly_when_numpy_shares_memory():
     copied = x.T.reshape(-1)  # NumPy copies: a tensor of its own
     copied.add_(1.0)
     assert x._version == 1 and x.data[0, 0] == 1.0 and copied._version == 1
-    assert copied._meta is None or copied._meta.view_base is None
+    assert copied._base is None
 
 
 @pytest.mark.parametrize(

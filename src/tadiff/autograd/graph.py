@@ -424,6 +424,7 @@ def record(
     out._output_nr = 0
     out._vc = None
     out._meta = None
+    out._base = None
     if saved is INPUTS:
         saved = inputs
     if save_result:

@@ -10,8 +10,8 @@ The class uses ``__slots__`` and keeps rarely used state (hooks, the leaf's grad
 in one lazily created ``_meta`` object, so creating a Tensor in an op is cheap. ``_vc`` is the
 version counter: a list ``[version]`` created on first need, shared with views as
 ``[version, True]`` (the flag tells in-place ops that memory is shared). A view also knows its
-base (``_meta.view_base``) and a base its views (weakly), so that an in-place op on either can
-rewrite the graph of both (see ``tadiff.ops.inplace``).
+base (``_base``, as in torch) and a base its views (weakly), so that an in-place op on either
+can rewrite the graph of both (see ``tadiff.ops.inplace``).
 
 Example:
     >>> import tadiff as td
@@ -43,33 +43,17 @@ class _Meta:
         "hooks",
         "post_hooks",
         "retains_grad",
-        "view_base",
         "view_no_grad",
         "views",
     )
 
-    def __init__(self, view_base: Tensor | None = None, view_no_grad: bool = False) -> None:
+    def __init__(self, view_no_grad: bool = False) -> None:
         self.acc = None  # the leaf's AccumulateGrad node (which refers back weakly)
         self.hooks = None  # leaf gradient hooks: list of callables
         self.post_hooks = None  # hooks run after .grad was accumulated: list of callables
         self.retains_grad = False
-        self.view_base = view_base  # for a view: the tensor whose memory it reads (not a view)
         self.view_no_grad = view_no_grad  # a view made without recording of a base needing grad
         self.views = None  # for a base: weak references to the views made of it
-
-
-class _ViewMeta:
-    """A view's ``_Meta`` while it has no other state: never changed, so the views one op makes
-    of one base (``unbind``, iterating over a tensor) share one. The rest of ``_Meta`` reads as
-    its defaults; ``Tensor._get_meta`` swaps in a full ``_Meta`` before anything is set (a
-    change made any other way fails loudly: the defaults are class attributes, read-only)."""
-
-    __slots__ = ("view_base", "view_no_grad")
-    acc = None
-    hooks = None
-    post_hooks = None
-    retains_grad = False
-    views = None
 
 
 class Tensor:
@@ -92,7 +76,9 @@ class Tensor:
         (True, (3,))
     """
 
-    __slots__ = ("__weakref__", "_grad", "_meta", "_output_nr", "_rg", "_vc", "data", "grad_fn")
+    __slots__ = (
+        "__weakref__", "_base", "_grad", "_meta", "_output_nr", "_rg", "_vc", "data", "grad_fn",
+    )  # fmt: skip
     # Make NumPy hand mixed expressions (ndarray * Tensor) to Tensor's reflected operators.
     __array_ufunc__ = None
     __hash__ = object.__hash__  # __eq__ is element-wise, identity stays the hash like torch
@@ -112,6 +98,7 @@ class Tensor:
         self._output_nr = 0
         self._vc = None
         self._meta = None
+        self._base = None
         if requires_grad:
             self.requires_grad_(True)
 
@@ -193,6 +180,19 @@ class Tensor:
         vc = self._vc
         return vc[0] if vc is not None else 0
 
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another one (its ``_base``), as torch's
+        ``Tensor._is_view()``: basic indexing, ``view``/``reshape`` without a copy, transposes,
+        ``expand``, ``unbind``, ``split`` and the like give views; ``clone``, ``detach`` and
+        advanced indexing do not.
+
+        Example:
+            >>> x = Tensor(np.zeros((2, 3)))
+            >>> x[0]._is_view(), x[0]._base is x, x._base is None
+            (True, True, True)
+        """
+        return self._base is not None
+
     @property
     def _is_view_related(self) -> bool:
         """Whether this tensor is a view or has views (its counter is marked shared)."""
@@ -207,8 +207,17 @@ class Tensor:
         made of it and its gradient accumulator belong to this tensor (a copy that kept the
         accumulator would add its gradients into this tensor's ``.grad``)."""
         slots = {"data": self.data, "_grad": None, "_rg": self._rg, "grad_fn": None,
-                 "_output_nr": 0, "_vc": None, "_meta": None}  # fmt: skip
+                 "_output_nr": 0, "_vc": None, "_meta": None, "_base": None}  # fmt: skip
         return getattr(self, "__dict__", None) or None, slots
+
+    def __setstate__(self, state: tuple[dict[str, Any] | None, dict[str, Any]]) -> None:
+        """Restore what :meth:`__getstate__` kept; a record pickled without one of the slots
+        (an older version of tadiff) gets its default."""
+        extra, slots = state
+        for name, value in {**_DEFAULT_SLOTS, **slots}.items():
+            setattr(self, name, value)
+        if extra:
+            self.__dict__.update(extra)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
         """A new leaf with copies of the data and gradient (torch refuses tensors made by a
@@ -237,13 +246,10 @@ class Tensor:
         return new
 
     def _get_meta(self) -> _Meta:
-        """This tensor's own ``_Meta``, to read or change (made on first use, or in place of
-        the ``_ViewMeta`` a view may share with its siblings)."""
+        """This tensor's own ``_Meta``, to read or change (made on first use)."""
         meta = self._meta
         if meta is None:
             meta = self._meta = _Meta()
-        elif type(meta) is _ViewMeta:
-            meta = self._meta = _Meta(meta.view_base, meta.view_no_grad)
         return meta
 
     def backward(
@@ -334,7 +340,7 @@ class Tensor:
         Raises:
             AutogradError: on a view (its base would still link it to the graph), as in torch.
         """
-        if self._meta is not None and self._meta.view_base is not None:
+        if self._base is not None:
             raise AutogradError(
                 "Can't detach views in-place. Use detach() instead (a new tensor sharing the "
                 "memory, outside the graph)"
@@ -509,7 +515,12 @@ def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:
     t._output_nr = output_nr
     t._vc = None
     t._meta = None
+    t._base = None
     return t
 
 
 _new = object.__new__
+
+# A leaf's record without a graph or views: what an unpickled record lacks falls back to.
+_DEFAULT_SLOTS = {"_grad": None, "_rg": False, "grad_fn": None, "_output_nr": 0, "_vc": None,
+                  "_meta": None, "_base": None}  # fmt: skip

@@ -47,8 +47,8 @@ from tadiff.ops.pointwise import masked_fill
 
 def _apply_inplace(t: Tensor, op: Callable[..., Tensor], *args: Any, name: str) -> Tensor:
     meta = t._meta
-    base = meta.view_base if meta is not None else None
-    if base is not None and meta.view_no_grad and _state.enabled:
+    base = t._base
+    if base is not None and meta is not None and meta.view_no_grad and _state.enabled:
         raise AutogradError(
             f"{name}: a view was created in no_grad mode and is being modified in place with "
             "grad mode enabled; this is ambiguous and forbidden (as in torch): create the view "
@@ -141,7 +141,7 @@ def reattach_views(base: Tensor, written: np.ndarray | None = None) -> None:
         alive.append(r)
         if written is not None and not np.may_share_memory(view.data, written):
             continue
-        if not view._meta.view_no_grad:
+        if view._meta is None or not view._meta.view_no_grad:
             pos = view_positions(base.data, view.data)
             args = (pos, base.data.shape)
             adopt(view, record(d.AsStridedBackward0, view.data, (base,), (), args))
@@ -186,13 +186,12 @@ def _put(t: Tensor, key: Any, value: Any, name: str) -> Tensor:
     """``t[key] = value`` written straight into ``t``'s memory: O(size of the value), where the
     general path would copy ``t`` twice. A recorded write to a view takes the general path
     (its base's graph is rewritten)."""
-    meta = t._meta
     kind = type(value)
     if (kind is float or kind is int) and t.data.dtype.kind == "f":
         v = None  # a number into floats (``v[mask] = 0.0``): NumPy writes it as it is
     else:
         v = as_tensor(value, t, "assigned value")
-    if meta is not None and meta.view_base is not None and _state.enabled:
+    if t._base is not None and _state.enabled:
         return _apply_inplace(t, index_put, key, value if v is None else v, name=name)
     recording = _state.enabled and (t._rg or (v is not None and v._rg))
     if recording:

@@ -112,13 +112,12 @@ def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1
     out-of-place copy (a simulation step that scatters forces with it pays for the scatter and,
     when recording, one node). Views and mixed dtypes take the general in-place path."""
     enabled = _state.enabled
-    meta = x._meta
     # a view under grad mode takes the general path too: it refuses views of leaves that
     # require grad and views made under no_grad, as torch does
     if (
         not isinstance(source, Tensor)
         or source.data.dtype != x.data.dtype
-        or (enabled and meta is not None and meta.view_base is not None)
+        or (enabled and x._base is not None)
     ):
         return _index_add_recorded(x, dim, index, source, alpha=alpha)
     recorded = enabled and (x._rg or source._rg)
@@ -133,7 +132,7 @@ def index_add_(x: Tensor, dim: int, index: Any, source: Any, *, alpha: float = 1
         # x's edge is still its value before the write (the backward reads no value of x, so
         # nothing is copied); x then becomes the node's output
         adopt(x, record(d.IndexAddBackward0, data, (x, source), (), (ax, idx.copy(), alpha)))
-        if meta is not None and meta.views:
+        if x._meta is not None and x._meta.views:
             reattach_views(x)
     vc = x._vc
     if vc is None:

@@ -23,7 +23,7 @@ from weakref import ref
 import numpy as np
 
 from tadiff._device import DEVICE_TYPES, check_device, device
-from tadiff.autograd.tensor import _ViewMeta
+from tadiff.autograd.tensor import _Meta
 from tadiff.errors import DTypeError, InputError, ShapeError, type_name
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -38,12 +38,10 @@ from tadiff.ops._common import (
 )
 from tadiff.ops._dual import broadcast_view
 
-_new = object.__new__
-
 
 def _as_view(out: Tensor, x: Tensor) -> Tensor:
     """Mark ``out`` as a view of ``x``: one version counter for both, flagged as shared; ``out``
-    remembers the base of ``x`` (``x`` itself unless ``x`` is a view) and the base ``out``.
+    remembers the base of ``x`` (``x`` itself unless ``x`` is a view) as its ``_base``.
 
     The base keeps weak references to its views: an in-place op recorded on the base or on one
     view rewrites the graph of every view still alive (``tadiff.ops.inplace``).
@@ -54,12 +52,12 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
     elif len(vc) == 1:
         vc.append(True)
     out._vc = vc
-    meta = x._meta
-    base = x if meta is None or meta.view_base is None else meta.view_base
-    # out is new, without a meta yet: view_meta(base, ...), inlined (every view op passes here)
-    own = out._meta = _new(_ViewMeta)
-    own.view_base = base
-    own.view_no_grad = base._rg and not _state.enabled
+    base = x._base
+    if base is None:
+        base = x
+    out._base = base
+    if base._rg and not _state.enabled:  # rare: the view may not be written while recording
+        out._meta = _Meta(view_no_grad=True)
     meta = base._meta or base._get_meta()
     views = meta.views
     if views is None:
@@ -74,17 +72,18 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
 
 def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
     """:func:`_as_view` for several new views of ``x`` at once (``unbind``, ``split``, iterating):
-    the base's bookkeeping is looked up once, and the views share one ``_ViewMeta``."""
+    the base's bookkeeping is looked up once."""
     if not outs:
         return outs
-    _as_view(outs[0], x)
-    first = outs[0]
-    vc, meta = first._vc, first._meta
-    views = meta.view_base._meta.views
+    first = _as_view(outs[0], x)
+    vc, base, flagged = first._vc, first._base, first._meta is not None
+    views = base._meta.views
     before = len(views)
     for out in outs[1:]:
         out._vc = vc
-        out._meta = meta
+        out._base = base
+        if flagged:
+            out._meta = _Meta(view_no_grad=True)
     views += map(ref, outs[1:])
     if len(views) >= 64 and len(views).bit_length() > before.bit_length():
         views[:] = [r for r in views if r() is not None]  # crossed a power of two: as _as_view
