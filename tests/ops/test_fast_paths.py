@@ -1,9 +1,9 @@
 """The engine's fast kernels agree with the NumPy functions they stand in for: BLAS sums over
 leading and short trailing axes, einsum as one batched matrix product, small stacks, the cross
 product by ``take``; the short paths of ``squeeze``, ``zeros_like``, view detection,
-``sigmoid`` and the masked-write gradient. Different summation orders: compared at 1e-13
-relative (float64; sums of at most a few hundred terms of size 1) and 1e-5 (float32), NaN and
-inf placed exactly."""
+``sigmoid`` and the masked-write gradient; 0-d arithmetic in Python floats. Different
+summation orders: compared at 1e-13 relative (float64; sums of at most a few hundred terms of
+size 1) and 1e-5 (float32), NaN and inf placed exactly; the same IEEE operation: bit for bit."""
 
 import warnings
 
@@ -465,3 +465,53 @@ def test_a_row_index_out_of_range_is_torchs_index_error():
     for bad in (4, -5):
         with pytest.raises(IndexError, match=rf"index {bad} is out of bounds .* shape \(4, 2\)"):
             x[td.tensor([0, bad])]
+
+
+def _zero_d_operands(dtype, rng):
+    """Pairs of values for 0-d arithmetic: random magnitudes over the dtype's whole exponent
+    range (sums whose exponents lie far apart, products that overflow or go subnormal) and the
+    special values."""
+    info = np.finfo(dtype)
+    exponents = rng.uniform(np.log2(info.smallest_subnormal), np.log2(info.max), (400, 2))
+    values = (np.exp2(exponents) * rng.choice([-1.0, 1.0], (400, 2))).astype(dtype)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, info.max, info.tiny], dtype)
+    grid = np.stack(np.meshgrid(specials, specials), -1).reshape(-1, 2)
+    return np.concatenate([values, grid, values[:, ::-1]])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_zero_d_add_sub_mul_equal_numpy_bit_for_bit(dtype):
+    # 0-d operands are computed as Python floats: the same correctly rounded IEEE operations as
+    # NumPy's (float32 ones too, computed in double and rounded once more), so the results are
+    # equal bit for bit on any machine; compared as bit patterns (NaN by NaN, -0.0 by -0.0)
+    rng = np.random.default_rng(7)
+    pairs = _zero_d_operands(dtype, rng)
+    bits = np.int64 if dtype == np.float64 else np.int32
+    for op, name in ((np.add, "add"), (np.subtract, "sub"), (np.multiply, "mul")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # overflow, inf - inf: both warn
+            got = np.array([getattr(td, name)(td.tensor(a), td.tensor(b)).data for a, b in pairs])
+            want = np.array([op(np.asarray(a), np.asarray(b)) for a, b in pairs], dtype)
+        assert got.dtype == dtype
+        same = got.view(bits) == want.view(bits)
+        both_nan = np.isnan(got) & np.isnan(want)
+        assert (same | both_nan).all(), (name, pairs[~(same | both_nan)][:3])
+
+
+def test_zero_d_arithmetic_keeps_the_graph_and_the_dtype():
+    torch = pytest.importorskip("torch")
+    for dtype in ("float32", "float64"):
+        ours = [td.tensor(v, dtype=getattr(td, dtype), requires_grad=True) for v in (1.5, -2.25)]
+        theirs = [torch.tensor(v, dtype=getattr(torch, dtype), requires_grad=True)
+                  for v in (1.5, -2.25)]  # fmt: skip
+        for a, b in (ours, theirs):
+            out = (a * b + a) - b * b
+            out.backward()
+        for o, t in zip(ours, theirs, strict=True):
+            assert o.grad.dtype == o.dtype and o.grad.shape == ()
+            # a few operations on dyadic values: within float32's rounding either way
+            np.testing.assert_allclose(o.grad.data, t.grad.numpy(), rtol=1e-6)
+        out = ours[0] + ours[1]
+        assert type(out.data) is np.ndarray and out.grad_fn.name() == "AddBackward0"
+    ints = td.tensor(3) * td.tensor(4)  # integers keep NumPy's path
+    assert ints.dtype == td.int64 and ints.item() == 12

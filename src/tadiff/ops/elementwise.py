@@ -54,6 +54,15 @@ def _operand(x: Any, other: Tensor) -> Any:
     return as_tensor(x, other)
 
 
+# 0-d operands of these dtypes are added, subtracted and multiplied as Python floats: the same
+# IEEE operation (for float32 too: a float32 sum or product computed in double and rounded back
+# is the correctly rounded float32 result, as 53 >= 2 * 24 + 2), at half of NumPy's cost for a
+# 0-d array, whose result NumPy returns as a scalar to be wrapped again (Python's ``sum`` over
+# a tensor's elements, a loss accumulated step by step)
+_FLOAT_0D = frozenset({np.dtype(np.float64), np.dtype(np.float32)})
+_array = np.array
+
+
 def _fix_dtype(out: np.ndarray, x: Tensor) -> np.ndarray:
     # integer inputs give float64 from NumPy's math functions; torch gives its default dtype
     if out.dtype.kind == "f" and x.data.dtype.kind in "biu":
@@ -83,8 +92,11 @@ def add(a: Any, b: Any) -> Tensor:
                 return record(d.AddBackward0, out, (a, None), (), NOT_BROADCAST)
             return _make(out)
     x, y = a.data, b.data
-    if x.shape == y.shape:
-        out = x + y
+    if (shape := x.shape) == y.shape:
+        if shape or (dtype := x.dtype) is not y.dtype or dtype not in _FLOAT_0D:
+            out = x + y
+        else:
+            out = _array(float(x) + float(y), dtype)
         shapes = NOT_BROADCAST
     else:
         try:
@@ -109,8 +121,11 @@ def sub(a: Any, b: Any) -> Tensor:
                 return record(d.SubBackward0, out, (a, None), (), NOT_BROADCAST)
             return _make(out)
     x, y = a.data, b.data
-    if x.shape == y.shape:
-        out = x - y
+    if (shape := x.shape) == y.shape:
+        if shape or (dtype := x.dtype) is not y.dtype or dtype not in _FLOAT_0D:
+            out = x - y
+        else:
+            out = _array(float(x) - float(y), dtype)
         shapes = NOT_BROADCAST
     else:
         try:
@@ -145,11 +160,16 @@ def mul(a: Any, b: Any) -> Tensor:
             if a._rg and _state.enabled:
                 return record(d.MulScalarBackward0, out, (a, None), (), (b,))
             return _make(out)
-    try:
-        x, y = a.data, b.data
-        out = x * y if x.shape == y.shape else broadcast_apply(np.multiply, x, y)
-    except ValueError:
-        raise not_broadcastable("mul", a, b) from None
+    x, y = a.data, b.data
+    if (shape := x.shape) != y.shape:
+        try:
+            out = broadcast_apply(np.multiply, x, y)
+        except ValueError:
+            raise not_broadcastable("mul", a, b) from None
+    elif shape or (dtype := x.dtype) is not y.dtype or dtype not in _FLOAT_0D:
+        out = x * y
+    else:
+        out = _array(float(x) * float(y), dtype)
     if (a._rg or b._rg) and _state.enabled:
         return record(d.MulBackward0, out, (a, b), INPUTS)
     return _make(out)
