@@ -22,13 +22,12 @@ from __future__ import annotations
 import traceback
 import weakref
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 from tadiff.autograd import grad_mode
-from tadiff.autograd.tensor import Tensor, _make
+from tadiff.autograd.tensor import Tensor, _make, _make_outputs
 from tadiff.errors import AutogradError
 
 _FREED = "freed"  # marker stored in Node._saved once the buffers are released
@@ -462,8 +461,8 @@ def record_multi(
     differentiable in them). ``alike`` says every output has the first one's shape and dtype
     (``unbind``: the node then stores them once).
     """
-    node = node_cls.__new__(node_cls)
-    node.next_functions = [edge(t) for t in inputs]
+    node = _new(node_cls)
+    _link(node, inputs)
     node._args = args
     node._extra = None
     n = node._n_outputs = len(datas)
@@ -473,7 +472,7 @@ def record_multi(
         node._out_meta = tuple([(d.shape, d.dtype) for d in datas])
     if ANOMALY[0]:
         node._get_extra().trace = traceback.format_stack()[:-2]
-    outs = tuple(map(_make, datas, repeat(node), range(n)))
+    outs = _make_outputs(datas, node)
     if save_results:
         results = []
         for i, out in enumerate(outs):

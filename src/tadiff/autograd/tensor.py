@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -517,6 +517,26 @@ def _make(data: np.ndarray, grad_fn: Any = None, output_nr: int = 0) -> Tensor:
     t._meta = None
     t._base = None
     return t
+
+
+def _make_outputs(datas: Sequence[np.ndarray], grad_fn: Any) -> tuple[Tensor, ...]:
+    """``_make(data, grad_fn, nr)`` for each output ``nr`` of a multi-output node (``unbind``,
+    ``split``; iterating over a tensor), in one call instead of one per output."""
+    outs = []
+    for nr, data in enumerate(datas):
+        if type(data) is not _ndarray:
+            data = np.asarray(data)
+        t = _new(Tensor)
+        t.data = data
+        t._rg = True
+        t._grad = None
+        t.grad_fn = grad_fn
+        t._output_nr = nr
+        t._vc = None
+        t._meta = None
+        t._base = None
+        outs.append(t)
+    return tuple(outs)
 
 
 _new = object.__new__
