@@ -73,18 +73,26 @@ def _as_view(out: Tensor, x: Tensor) -> Tensor:
 def _as_views(outs: tuple[Tensor, ...], x: Tensor) -> tuple[Tensor, ...]:
     """:func:`_as_view` for several new views of ``x`` at once (``unbind``, ``split``, iterating):
     the base's bookkeeping is looked up once."""
-    if not outs:
-        return outs
-    first = _as_view(outs[0], x)
-    vc, base, flagged = first._vc, first._base, first._meta is not None
-    views = base._meta.views
-    before = len(views)
-    for out in outs[1:]:
+    vc = x._vc
+    if vc is None:
+        vc = x._vc = [0, True]
+    elif len(vc) == 1:
+        vc.append(True)
+    base = x._base
+    if base is None:
+        base = x
+    flagged = base._rg and not _state.enabled  # as in _as_view
+    for out in outs:
         out._vc = vc
         out._base = base
         if flagged:
             out._meta = _Meta(view_no_grad=True)
-    views += map(ref, outs[1:])
+    meta = base._meta or base._get_meta()
+    views = meta.views
+    if views is None:
+        views = meta.views = []
+    before = len(views)
+    views += map(ref, outs)
     if len(views) >= 64 and len(views).bit_length() > before.bit_length():
         views[:] = [r for r in views if r() is not None]  # crossed a power of two: as _as_view
     return outs
@@ -375,26 +383,39 @@ concatenate = cat
 
 
 def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
-    """Stack equally shaped tensors along a new dim ``dim``."""
-    ts = _tensors(tensors, "stack")
-    dim = pick_axis(dim if axis is None else None, axis, 0)
-    shape = ts[0].data.shape
-    # one pass for the arrays, their shapes and requires_grad: a small stack (the rows of a
-    # 3x3 matrix from scalars) costs about as much as each extra loop over its inputs
+    """Stack equally shaped tensors along a new dim ``dim``.
+
+    Example:
+        >>> import tadiff as td
+        >>> td.stack([td.zeros(2), td.ones(2)], dim=1).shape
+        (2, 2)
+    """
+    if axis is not None or type(dim) is not int:
+        dim = pick_axis(dim if axis is None else None, axis, 0)
+    ts = tensors
     arrays = []
     needs_grad = False
-    for t in ts:
-        a = t.data
+    if type(ts) is tuple or type(ts) is list:
+        # one pass for the arrays and requires_grad, as cat's: a small stack (the rows of a 3x3
+        # matrix from scalars) costs about as much as each extra loop over its inputs
+        for t in ts:
+            if type(t) is not Tensor:
+                break
+            arrays.append(t.data)
+            if t._rg:
+                needs_grad = True
+    if not arrays or len(arrays) != len(ts):  # anything but a sequence of Tensors (rare)
+        ts = _tensors(tensors, "stack")  # its errors, or the elements converted
+        arrays = [t.data for t in ts]
+        needs_grad = any(t._rg for t in ts)
+    shape = arrays[0].shape
+    for k, a in enumerate(arrays):
         if a.shape != shape:
-            k = next(i for i, u in enumerate(ts) if u.data.shape != shape)
             raise ShapeError(
                 f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
                 f"and {list(a.shape)} at entry {k}"
             )
-        arrays.append(a)
-        if t._rg:
-            needs_grad = True
-    ax = norm_dim(dim, len(shape) + 1)
+    ax = dim if type(dim) is int and 0 <= dim <= len(shape) else norm_dim(dim, len(shape) + 1)
     data = _stack_arrays(arrays, ax)
     if needs_grad and _state.enabled:
         return record(d.StackBackward0, data, tuple(ts), (), (ax,))
