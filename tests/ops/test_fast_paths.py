@@ -480,7 +480,7 @@ def _zero_d_operands(dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_zero_d_add_sub_mul_equal_numpy_bit_for_bit(dtype):
+def test_zero_d_add_sub_mul_neg_equal_numpy_bit_for_bit(dtype):
     # 0-d operands are computed as Python floats: the same correctly rounded IEEE operations as
     # NumPy's (float32 ones too, computed in double and rounded once more), so the results are
     # equal bit for bit on any machine; compared as bit patterns (NaN by NaN, -0.0 by -0.0)
@@ -496,6 +496,9 @@ def test_zero_d_add_sub_mul_equal_numpy_bit_for_bit(dtype):
         same = got.view(bits) == want.view(bits)
         both_nan = np.isnan(got) & np.isnan(want)
         assert (same | both_nan).all(), (name, pairs[~(same | both_nan)][:3])
+    got = np.array([td.neg(td.tensor(a)).data for a in pairs[:, 0]])
+    want = np.array([np.negative(np.asarray(a)) for a in pairs[:, 0]], dtype)
+    assert got.dtype == dtype and (got.view(bits) == want.view(bits)).all()  # NaN's sign too
 
 
 def test_zero_d_arithmetic_keeps_the_graph_and_the_dtype():

@@ -54,11 +54,11 @@ def _operand(x: Any, other: Tensor) -> Any:
     return as_tensor(x, other)
 
 
-# 0-d operands of these dtypes are added, subtracted and multiplied as Python floats: the same
-# IEEE operation (for float32 too: a float32 sum or product computed in double and rounded back
-# is the correctly rounded float32 result, as 53 >= 2 * 24 + 2), at half of NumPy's cost for a
-# 0-d array, whose result NumPy returns as a scalar to be wrapped again (Python's ``sum`` over
-# a tensor's elements, a loss accumulated step by step)
+# 0-d operands of these dtypes are added, subtracted, multiplied and negated as Python floats:
+# the same IEEE operation (for float32 too: a float32 sum or product computed in double and
+# rounded back is the correctly rounded float32 result, as 53 >= 2 * 24 + 2), at half of
+# NumPy's cost for a 0-d array, whose result NumPy returns as a scalar to be wrapped again
+# (Python's ``sum`` over a tensor's elements, a loss accumulated step by step)
 _FLOAT_0D = frozenset({np.dtype(np.float64), np.dtype(np.float32)})
 _array = np.array
 
@@ -256,7 +256,11 @@ def rpow(a: Tensor, b: Any) -> Tensor:
 
 def neg(x: Tensor) -> Tensor:
     """``-x``."""
-    out = -x.data
+    data = x.data
+    if data.shape or (dtype := data.dtype) not in _FLOAT_0D:
+        out = -data
+    else:  # 0-d: a Python float, as add's (the sign flipped, NaN's too, as NumPy's)
+        out = _array(-float(data), dtype)
     if x._rg and _state.enabled:
         return record(d.NegBackward0, out, (x,))
     return _make(out)
