@@ -313,6 +313,25 @@ def _tensors(tensors: Any, what: str) -> Sequence[Tensor]:
     return tensors
 
 
+def _arrays_of(tensors: Any, what: str) -> tuple[Sequence[Tensor], list[np.ndarray], bool]:
+    """``cat``'s and ``stack``'s inputs: the tensors (see :func:`_tensors`), their arrays, and
+    whether one requires grad, in one pass over a sequence of Tensors (a comprehension and an
+    ``any()`` beside it cost about as much as a small ``cat`` itself)."""
+    arrays = []
+    needs_grad = False
+    if type(tensors) is tuple or type(tensors) is list:
+        for t in tensors:
+            if type(t) is not Tensor:
+                break
+            arrays.append(t.data)
+            if t._rg:
+                needs_grad = True
+    if not arrays or len(arrays) != len(tensors):  # anything but a sequence of Tensors (rare)
+        ts = _tensors(tensors, what)  # its errors, or the elements converted
+        return ts, [t.data for t in ts], any(t._rg for t in ts)
+    return tensors, arrays, needs_grad
+
+
 def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
     """Concatenate along an existing dim ``dim``.
 
@@ -323,20 +342,7 @@ def cat(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
     """
     if axis is not None or type(dim) is not int:
         dim = pick_axis(dim if axis is None else None, axis, 0)
-    ts = tensors
-    arrays = []
-    needs_grad = False
-    if type(ts) is tuple or type(ts) is list:
-        for t in ts:  # one loop, not comprehensions and any(): a small cat costs about as much
-            if type(t) is not Tensor:
-                break
-            arrays.append(t.data)
-            if t._rg:
-                needs_grad = True
-    if not arrays or len(arrays) != len(ts):  # anything but a sequence of Tensors (rare)
-        ts = _tensors(tensors, "cat")  # its errors, or the elements converted
-        arrays = [t.data for t in ts]
-        needs_grad = any(t._rg for t in ts)
+    ts, arrays, needs_grad = _arrays_of(tensors, "cat")
     ref = arrays[0]
     if ref.ndim == 0:
         raise ShapeError("zero-dimensional tensor (at position 0) cannot be concatenated")
@@ -392,22 +398,7 @@ def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
     """
     if axis is not None or type(dim) is not int:
         dim = pick_axis(dim if axis is None else None, axis, 0)
-    ts = tensors
-    arrays = []
-    needs_grad = False
-    if type(ts) is tuple or type(ts) is list:
-        # one pass for the arrays and requires_grad, as cat's: a small stack (the rows of a 3x3
-        # matrix from scalars) costs about as much as each extra loop over its inputs
-        for t in ts:
-            if type(t) is not Tensor:
-                break
-            arrays.append(t.data)
-            if t._rg:
-                needs_grad = True
-    if not arrays or len(arrays) != len(ts):  # anything but a sequence of Tensors (rare)
-        ts = _tensors(tensors, "stack")  # its errors, or the elements converted
-        arrays = [t.data for t in ts]
-        needs_grad = any(t._rg for t in ts)
+    ts, arrays, needs_grad = _arrays_of(tensors, "stack")
     shape = arrays[0].shape
     for k, a in enumerate(arrays):
         if a.shape != shape:
