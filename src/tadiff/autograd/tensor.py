@@ -206,8 +206,7 @@ class Tensor:
         The copy is a leaf of its own, as torch's: the graph that made this tensor, the views
         made of it and its gradient accumulator belong to this tensor (a copy that kept the
         accumulator would add its gradients into this tensor's ``.grad``)."""
-        slots = {"data": self.data, "_grad": None, "_rg": self._rg, "grad_fn": None,
-                 "_output_nr": 0, "_vc": None, "_meta": None, "_base": None}  # fmt: skip
+        slots = {**_DEFAULT_SLOTS, "data": self.data, "_rg": self._rg}
         return getattr(self, "__dict__", None) or None, slots
 
     def __setstate__(self, state: tuple[dict[str, Any] | None, dict[str, Any]]) -> None:
@@ -541,6 +540,7 @@ def _make_outputs(datas: Sequence[np.ndarray], grad_fn: Any) -> tuple[Tensor, ..
 
 _new = object.__new__
 
-# A leaf's record without a graph or views: what an unpickled record lacks falls back to.
+# A leaf's record without a graph or views: what pickle and copy keep of a tensor besides its
+# data and requires_grad, and what an unpickled record lacks falls back to.
 _DEFAULT_SLOTS = {"_grad": None, "_rg": False, "grad_fn": None, "_output_nr": 0, "_vc": None,
                   "_meta": None, "_base": None}  # fmt: skip
