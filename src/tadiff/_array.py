@@ -330,6 +330,10 @@ def broadcast_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray
     """
     if x.size + y.size < _CROSSED_FROM or x.dtype != y.dtype or x.dtype.kind != "f":
         return ufunc(x, y)
+    if x.shape[-1:] == (1,) or y.shape[-1:] == (1,):
+        out = _column_apply(ufunc, x, y)
+        if out is not None:
+            return out
     expand_x = _operand_to_expand(x.shape, y.shape)
     if expand_x is None:
         return _tiled_apply(ufunc, x, y)
@@ -339,6 +343,43 @@ def broadcast_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray
         return ufunc(out, y, out=out)
     out[...] = y
     return ufunc(x, out, out=out)
+
+
+def _column_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """``ufunc(x, y)`` where one operand has a last axis of 1 that the result repeats 2 to 8
+    times (``(48, 48, 1) * (3,)``: a shading times a colour; ``(48, 48, 1) * (48, 48, 3)``: a
+    distance times directions), or None where that is not the case or too small to pay.
+
+    NumPy runs such an op in runs of the last axis' length, 2 304 runs of 3 for a 48 x 48
+    image: 3-4x the time of a same-shape op. Instead, against a full-size operand, the column
+    is first copied out column by column (:func:`broadcast_copy`) and the op runs in place
+    along memory; against a small one, the op runs once per result column, each a single
+    strided pass. Each element is the same single operation on the same two values, so the
+    result is exactly ``ufunc(x, y)``."""
+    xs, ys = x.shape, y.shape
+    x_is_column = xs[-1:] == (1,)
+    column, other = (x, y) if x_is_column else (y, x)
+    lead, others = (xs[:-1], ys) if x_is_column else (ys[:-1], xs)
+    columns = others[-1] if others else 1
+    rows = math.prod(lead)
+    if not 1 < columns <= _COLUMNS_MAX or rows < _TILED_FROM or len(others) > len(lead) + 1:
+        return None
+    for n, m in zip(reversed(others[:-1]), reversed(lead), strict=False):
+        if n != m and n != 1:
+            return None  # the column has not every row of the result: NumPy's loop is as good
+    shape = (*lead, columns)
+    if 2 * math.prod(others) >= rows * columns:
+        out = broadcast_copy(column, shape)
+        return ufunc(out, other, out=out) if x_is_column else ufunc(other, out, out=out)
+    out = np.empty(shape, x.dtype)
+    values = column[..., 0]
+    for k in range(columns):
+        part = other[..., k]
+        if x_is_column:
+            ufunc(values, part, out=out[..., k])
+        else:
+            ufunc(part, values, out=out[..., k])
+    return out
 
 
 def _tiled_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray:

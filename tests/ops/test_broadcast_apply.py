@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tadiff as td
-from tadiff._array import _operand_to_expand, _tiles_per_run, broadcast_apply, broadcast_copy
+from tadiff._array import (
+    _column_apply,
+    _operand_to_expand,
+    _tiles_per_run,
+    broadcast_apply,
+    broadcast_copy,
+)
 
 UFUNCS = [np.add, np.subtract, np.multiply, np.divide]
 
@@ -62,15 +68,38 @@ def _block_shapes(draw):
     return (full, small) if draw(st.booleans()) else (small, full)
 
 
+@st.composite
+def _column_shapes(draw):
+    """An operand with a last axis of 1 and one that the result repeats 2 to 8 times along it:
+    a small one (a colour ``(3,)``, a row ``(1, W, 3)``) or a full-size one, in either order,
+    with enough rows for the column path to be considered; sometimes with a last axis of 9
+    (NumPy's own loop) or a column without every row of the result."""
+    lead = draw(st.lists(st.integers(1, 50), min_size=1, max_size=3))
+    lead[0] = max(lead[0], -(-1100 // max(1, int(np.prod(lead[1:])))))  # >= 1024 rows
+    columns = draw(st.integers(2, 9))
+    column = (*lead, 1)
+    kind = draw(st.sampled_from(["block", "row", "full", "fewer rows"]))
+    if kind == "block":
+        other = (columns,)
+    elif kind == "row":
+        other = (1, *lead[1:], columns)
+    elif kind == "full":
+        other = (*lead, columns)
+    else:  # the other operand adds a leading axis: the column has not every row
+        other = (2, *lead, columns)
+    return (column, other) if draw(st.booleans()) else (other, column)
+
+
 @settings(max_examples=250, deadline=None)
 @given(
-    st.one_of(_crossing_shapes(), _block_shapes()),
+    st.one_of(_crossing_shapes(), _block_shapes(), _column_shapes()),
     st.sampled_from(UFUNCS),
     st.sampled_from([np.float64, np.float32]),
 )
 def test_broadcast_apply_is_the_ufunc_bit_for_bit(shapes, ufunc, dtype):
-    """Crossed operands (written into the result first) and a short block repeated along the
-    leading axes (tiled) give the plain ufunc's numbers."""
+    """Crossed operands (written into the result first), a short block repeated along the
+    leading axes (tiled) and a column repeated along a short last axis (by columns) give the
+    plain ufunc's numbers."""
     rng = np.random.default_rng(abs(hash(shapes)) % 2**32)
     x, y = (_values(rng, s, dtype) for s in shapes)
     with np.errstate(all="ignore"):
@@ -105,6 +134,32 @@ def test_the_faster_order_is_chosen_only_where_it_pays(xs, ys, expected):
         with np.errstate(all="ignore"):
             got, plain = broadcast_apply(ufunc, x, y), ufunc(x, y)
         _assert_same_numbers(got, plain)
+
+
+@pytest.mark.parametrize(
+    ("xs", "ys", "by_columns"),
+    [
+        ((48, 48, 1), (3,), True),  # a shading times a colour
+        ((3,), (48, 48, 1), True),
+        ((48, 48, 1), (48, 48, 3), True),  # a distance times directions: copied, then in place
+        ((48, 48, 3), (48, 48, 1), True),
+        ((48, 48, 1), (1, 48, 3), True),
+        ((2048, 1), (2048, 8), True),
+        ((48, 48, 1), (9,), False),  # NumPy's runs of 9 are long enough
+        ((16, 16, 1), (3,), False),  # 256 rows: the checks would cost more than they save
+        ((48, 1), (2, 48, 3), False),  # the column lacks a leading axis of the result
+        ((48, 48, 1), (48, 48, 1), False),  # no repeated last axis
+    ],
+)
+def test_a_column_is_applied_by_columns_only_where_it_pays(xs, ys, by_columns):
+    rng = np.random.default_rng(2)
+    x, y = _values(rng, xs, np.float64), _values(rng, ys, np.float64)
+    for ufunc in UFUNCS:
+        with np.errstate(all="ignore"):
+            got = _column_apply(ufunc, x, y)
+            assert (got is not None) is by_columns
+            if by_columns:
+                _assert_same_numbers(got, ufunc(x, y))
 
 
 @pytest.mark.parametrize(
