@@ -330,35 +330,71 @@ def broadcast_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray
     """
     if x.size + y.size < _CROSSED_FROM or x.dtype != y.dtype or x.dtype.kind != "f":
         return ufunc(x, y)
-    if x.shape[-1:] == (1,) or y.shape[-1:] == (1,):
-        out = _column_apply(ufunc, x, y)
-        if out is not None:
-            return out
-    expand_x = _operand_to_expand(x.shape, y.shape)
-    if expand_x is None:
-        return _tiled_apply(ufunc, x, y)
-    out = np.empty(np.broadcast_shapes(x.shape, y.shape), x.dtype)
-    if expand_x:
-        out[...] = x
-        return ufunc(out, y, out=out)
-    out[...] = y
-    return ufunc(x, out, out=out)
+    key = (x.shape, y.shape)
+    plan = _BROADCAST_PLANS.get(key)
+    if plan is None:
+        if len(_BROADCAST_PLANS) >= _PLANS_KEPT:
+            _BROADCAST_PLANS.clear()
+        plan = _BROADCAST_PLANS[key] = _broadcast_plan(*key)
+    kind, x_first, shape, count = plan
+    if kind == "crossed":
+        out = np.empty(shape, x.dtype)
+        if x_first:
+            out[...] = x
+            return ufunc(out, y, out=out)
+        out[...] = y
+        return ufunc(x, out, out=out)
+    if kind == "tiled":
+        return _tiled_apply(ufunc, x, y, x_first, count)
+    if kind == "copied column":
+        if x_first:
+            out = broadcast_copy(x, shape)
+            return ufunc(out, y, out=out)
+        out = broadcast_copy(y, shape)
+        return ufunc(x, out, out=out)
+    if kind == "by columns":
+        return _by_columns(ufunc, x, y, x_first, shape)
+    return ufunc(x, y)
 
 
-def _column_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-    """``ufunc(x, y)`` where one operand has a last axis of 1 that the result repeats 2 to 8
+_BroadcastPlan = tuple[str, bool, tuple[int, ...], int]  # see _broadcast_plan
+
+
+def _broadcast_plan(xs: tuple[int, ...], ys: tuple[int, ...]) -> _BroadcastPlan:
+    """How :func:`broadcast_apply` runs operands of shapes ``xs`` and ``ys``: ``(kind,
+    x_first, shape, count)``, where ``kind`` is ``"crossed"`` (the operand named by
+    ``x_first`` is written into the result of ``shape`` first), ``"copied column"`` or
+    ``"by columns"`` (the operand named by ``x_first`` is the column, see
+    :func:`_column_plan`), ``"tiled"`` (``x_first``: ``x`` is the full operand; ``count``
+    copies of the block make a run) or ``"plain"`` (the ufunc alone). Shapes only: the plan is
+    kept per pair of shapes, since working it out costs more than some of the ops it serves."""
+    column = _column_plan(xs, ys)
+    if column is not None:
+        return column
+    expand_x = _operand_to_expand(xs, ys)
+    if expand_x is not None:
+        return "crossed", expand_x, np.broadcast_shapes(xs, ys), 0
+    full_is_x = math.prod(xs) > math.prod(ys)
+    full, block = (xs, ys) if full_is_x else (ys, xs)
+    tiles = _tiles_per_run(full, block)
+    if tiles:
+        return "tiled", full_is_x, full, tiles
+    return "plain", False, (), 0
+
+
+def _column_plan(xs: tuple[int, ...], ys: tuple[int, ...]) -> _BroadcastPlan | None:
+    """The plan of an op where one operand has a last axis of 1 that the result repeats 2 to 8
     times (``(48, 48, 1) * (3,)``: a shading times a colour; ``(48, 48, 1) * (48, 48, 3)``: a
     distance times directions), or None where that is not the case or too small to pay.
 
     NumPy runs such an op in runs of the last axis' length, 2 304 runs of 3 for a 48 x 48
-    image: 3-4x the time of a same-shape op. Instead, against a full-size operand, the column
-    is first copied out column by column (:func:`broadcast_copy`) and the op runs in place
-    along memory; against a small one, the op runs once per result column, each a single
-    strided pass. Each element is the same single operation on the same two values, so the
-    result is exactly ``ufunc(x, y)``."""
-    xs, ys = x.shape, y.shape
+    image: 3-4x the time of a same-shape op. Instead, against a mostly full-size operand, the
+    column is first copied out column by column (:func:`broadcast_copy`) and the op runs in
+    place along memory (``"copied column"``); against a small one, the op runs once per result
+    column, each a single strided pass (``"by columns"``, :func:`_by_columns`)."""
     x_is_column = xs[-1:] == (1,)
-    column, other = (x, y) if x_is_column else (y, x)
+    if x_is_column == (ys[-1:] == (1,)):
+        return None  # both or neither repeated along the last axis
     lead, others = (xs[:-1], ys) if x_is_column else (ys[:-1], xs)
     columns = others[-1] if others else 1
     rows = math.prod(lead)
@@ -368,12 +404,20 @@ def _column_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray |
         if n != m and n != 1:
             return None  # the column has not every row of the result: NumPy's loop is as good
     shape = (*lead, columns)
-    if 2 * math.prod(others) >= rows * columns:
-        out = broadcast_copy(column, shape)
-        return ufunc(out, other, out=out) if x_is_column else ufunc(other, out, out=out)
+    kind = "copied column" if 2 * math.prod(others) >= rows * columns else "by columns"
+    return kind, x_is_column, shape, 0
+
+
+def _by_columns(
+    ufunc: np.ufunc, x: np.ndarray, y: np.ndarray, x_is_column: bool, shape: tuple[int, ...]
+) -> np.ndarray:
+    """``ufunc(x, y)`` of shape ``shape`` one result column at a time, the column operand's
+    values against the other's values of that column. Each element is the same single
+    operation on the same two values, so the result is exactly ``ufunc(x, y)``."""
     out = np.empty(shape, x.dtype)
+    column, other = (x, y) if x_is_column else (y, x)
     values = column[..., 0]
-    for k in range(columns):
+    for k in range(shape[-1]):
         part = other[..., k]
         if x_is_column:
             ufunc(values, part, out=out[..., k])
@@ -382,19 +426,17 @@ def _column_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray |
     return out
 
 
-def _tiled_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _tiled_apply(
+    ufunc: np.ufunc, x: np.ndarray, y: np.ndarray, full_is_x: bool, tiles: int
+) -> np.ndarray:
     """``ufunc(x, y)`` where one operand has the result's shape and the other is a short
     trailing block repeated along the leading axes (``(48, 48, 3) - (3,)``: points minus a
     point). NumPy loops over runs of the block's length, here 3, 2 304 times; instead the block
-    is tiled ``r`` times (``r`` dividing the number of repeats, so that a run reaches 64
-    elements) and the op runs over rows of ``r`` blocks: 96 runs of 72. Each element is the
-    same single operation on the same two values, so the result is exactly ``ufunc(x, y)``."""
-    full_is_x = x.size > y.size
+    is tiled ``tiles`` times (:func:`_tiles_per_run`) and the op runs over rows of that many
+    blocks: 96 runs of 72. Each element is the same single operation on the same two values, so
+    the result is exactly ``ufunc(x, y)``."""
     full, block = (x, y) if full_is_x else (y, x)
-    if full.size < _TILED_FROM * block.size or not full.flags.c_contiguous:
-        return ufunc(x, y)
-    tiles = _tiles_per_run(full, block)
-    if not tiles:
+    if not full.flags.c_contiguous:
         return ufunc(x, y)
     run = np.empty((tiles, block.size), block.dtype)
     run[...] = block.reshape(-1)
@@ -403,19 +445,20 @@ def _tiled_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out.reshape(full.shape)
 
 
-def _tiles_per_run(full: np.ndarray, block: np.ndarray) -> int:
-    """For :func:`_tiled_apply`: how many copies of ``block`` make one run, or 0 where
-    ``block`` is not a short trailing block of ``full``'s shape or no divisor fits."""
-    size, lead = block.size, full.ndim - block.ndim
-    if not 1 < size < _LONG_RUN or lead < 0:
+def _tiles_per_run(full: tuple[int, ...], block: tuple[int, ...]) -> int:
+    """For :func:`_tiled_apply`: how many copies of a block of shape ``block`` make one run
+    (``r`` dividing the number of repeats, so that a run reaches 64 elements), or 0 where it
+    is not a short trailing block of ``full``, is repeated too few times to pay, or no divisor
+    fits."""
+    size, lead = math.prod(block), len(full) - len(block)
+    if not 1 < size < _LONG_RUN or lead < 0 or math.prod(full) < _TILED_FROM * size:
         return 0
-    shape = block.shape
     first = 0
-    while first < len(shape) and shape[first] == 1:
+    while first < len(block) and block[first] == 1:
         first += 1
-    if shape[first:] != full.shape[lead + first :]:
+    if block[first:] != full[lead + first :]:
         return 0  # broadcast inside the block too: not a plain repeat
-    repeats = full.size // size
+    repeats = math.prod(full) // size
     least = -(-_LONG_RUN // size)
     for tiles in range(least, min(2 * least, repeats + 1)):
         if repeats % tiles == 0:
@@ -493,3 +536,7 @@ _LONG_RUN = 64
 # 25 000 instructions, NumPy about 50 per run of a few elements).
 _TILED_FROM = 1024
 _COLUMNS_MAX = 8  # more columns: NumPy's runs are long enough to beat a copy per column
+# Plans kept per pair of shapes (an eager program sees a few dozen); past this many the table
+# is cleared, so that a program of ever new shapes cannot grow it without bound.
+_PLANS_KEPT = 256
+_BROADCAST_PLANS: dict[tuple[tuple[int, ...], tuple[int, ...]], _BroadcastPlan] = {}
