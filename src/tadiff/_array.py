@@ -56,21 +56,30 @@ def pad_constant(array: np.ndarray, pairs, value: float = 0.0) -> np.ndarray:
 def out_of_range(idx: np.ndarray, n: int) -> bool:
     """Whether some entry of the integer array ``idx`` lies outside ``[0, n)``.
 
-    One reduction: seen as unsigned, a negative index is larger than any size (a reduction
-    costs as much as a small scatter itself, so the minimum and maximum cost one).
+    One pass for the largest entry: seen as unsigned, a negative index is larger than any size
+    (the check costs as much as a small scatter itself, so the minimum and maximum cost one).
+    Below 65 536 entries ``argmax`` finds it at half the cost of NumPy's reduction (0.5 against
+    1.3 µs for 180 entries, whose call overhead dominates); above, the reduction is faster.
 
     Example:
         >>> out_of_range(np.array([0, 2]), 3), out_of_range(np.array([0, -1]), 3)
         (False, True)
     """
+    size = idx.size
+    if size == 0:
+        return False
     dtype = idx.dtype
     if dtype.kind == "i":
         idx = idx.view(_UNSIGNED[dtype.itemsize])
-    return idx.size != 0 and int(_maximum(idx, None)) >= n
+    if size < _ARGMAX_BELOW:
+        at = idx.argmax()  # a flat position: ``flat`` reads it in any shape, at a cost
+        return int(idx[at] if idx.ndim == 1 else idx.flat[at]) >= n
+    return int(_maximum(idx, None)) >= n
 
 
 _UNSIGNED = {k: np.dtype(f"u{k}") for k in (1, 2, 4, 8)}  # dtypes: a view by type costs more
 _maximum = np.maximum.reduce
+_ARGMAX_BELOW = 1 << 16
 
 
 def strided_view(

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tadiff as td
+from tadiff._array import out_of_range
 from tadiff.ops._dual import (
     _mul_sum_to,
     _sum_to,
@@ -319,6 +320,29 @@ def test_index_add_checks_every_integer_width_for_out_of_range_indices(index_dty
         with pytest.raises(IndexError, match="index out of range"):
             x.index_add_(0, td.tensor(np.array(bad, dtype=index_dtype)), source)
         np.testing.assert_array_equal(x.numpy(), 0.0)  # refused before anything was written
+
+
+@pytest.mark.parametrize("size", [1, 180, 65_535, 65_536, 70_000])  # both sides of argmax's
+@pytest.mark.parametrize("index_dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64])
+def test_out_of_range_is_any_entry_outside_zero_to_n(size, index_dtype):
+    """Against the plain comparison, for 1-d, 2-d and strided index arrays, with the one bad
+    entry first, last or in the middle, negative or too large."""
+    info = np.iinfo(index_dtype)
+    n = min(100, int(info.max))
+    rng = np.random.default_rng(size)
+    base = rng.integers(0, n, size, dtype=index_dtype)
+    bad_values = [n, int(info.max)] + ([-1, int(info.min)] if info.min < 0 else [])
+    for at in {0, size // 2, size - 1}:
+        for bad in bad_values:
+            idx = base.copy()
+            idx[at] = bad
+            for view in (idx, idx.reshape(1, -1), np.repeat(idx, 2)[::2]):
+                expected = bool(((view < 0) | (view >= n)).any())
+                assert expected and out_of_range(view, n)
+    for view in (base, base.reshape(1, -1), np.repeat(base, 2)[::2]):
+        assert not out_of_range(view, n)
+        assert out_of_range(view, int(base.max()))  # the largest entry is then too large
+    assert not out_of_range(base[:0], 0)
 
 
 @pytest.mark.parametrize(("shape", "k"), [((100_000,), 1), ((100_000, 1), 1), ((50_000, 2, 1), 2)])
