@@ -325,8 +325,12 @@ def broadcast_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray
     of 8 elements, 20 000 times: 8× slower per element than a plain subtraction. Here the
     operand broadcast along the innermost differing axis is first written into the result (a
     copy, which NumPy does in long runs), and the op then runs in place against the other
-    operand, whose run now spans the last two axes (160). Each result element is the same
-    single operation of the same two values, so the result is exactly ``ufunc(x, y)``.
+    operand, whose run now spans the last two axes (160). A short trailing block repeated
+    along the leading axes is tiled into longer runs (:func:`_tiled_apply`), and a column
+    repeated along a short last axis is combined column by column (:func:`_column_plan`).
+    Each result element is the same single operation of the same two values, so the result is
+    exactly ``ufunc(x, y)``. Which way runs depends on the shapes alone and is worked out once
+    per pair of shapes (:func:`_broadcast_plan`).
 
     Args:
         ufunc: a binary ufunc (``np.add``, ``np.subtract``, ``np.multiply``, ``np.divide``).
