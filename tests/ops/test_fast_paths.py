@@ -60,6 +60,9 @@ SUM_TO = [
     ((48, 48, 3), (48, 48, 1)),  # a short last axis alone: BLAS rows
     ((64, 4, 3), (64, 1, 1)),  # a trailing block of two axes alone
     ((4, 3), (4, 1)),  # a few short rows: NumPy's reduction
+    ((180, 2), (180, 1)),  # the cloth's springs: BLAS rows from 64 of them
+    ((64, 2), (64, 1)),
+    ((63, 2), (63, 1)),  # one row fewer: NumPy's reduction
 ]
 
 
@@ -94,6 +97,7 @@ MUL_SUM_TO = [
     ((48, 48, 3), (48, 1, 3), (1, 48, 1)),  # a middle axis kept: the product and NumPy
     ((40, 200), (200,), (40, 1)),  # rows too long for BLAS: the product and NumPy
     ((4, 3), (3,), (4, 1)),  # small: the product and NumPy
+    ((180, 2), (180, 2), (180, 1)),  # small, but 180 rows: the product, then BLAS rows
     ((2048,), (2048,), ()),  # every element: the product and NumPy's pairwise sum
     ((48, 48, 3), (), (48, 48, 1)),  # a 0-d factor
 ]
