@@ -312,10 +312,10 @@ def _mul_sum_to(g: Any, b: Any, shape: tuple[int, ...]) -> Any:
 # Below this many elements the product and NumPy's sum cost less than the checks and the BLAS
 # call (counted: equal at about 512 elements, the contraction a third cheaper from 1 000).
 _CONTRACTION_FROM = 512
-# Rows from which a short trailing block is summed by BLAS even in a small array: NumPy's
-# reduction costs about 20 ns per row on top of its call, the checks and the BLAS call about
-# 1.7 us more than that call (180 rows of 2: 4.7 us against 1.6 us, 33 800 instructions against
-# 10 800; 20 rows of 8: 1.8 against 1.5 us).
+# Rows from which a short trailing block is summed by BLAS even in a small array. NumPy's
+# reduction costs about 20 ns per row beyond its fixed cost, which BLAS's product with ones
+# matches; the checks on the way to BLAS cost about 1.7 us, which some 64 rows repay (180 rows
+# of 2: NumPy 4.7 us and 33 800 instructions, BLAS 1.6 us and 10 800).
 _BLAS_ROWS_FROM = 64
 
 
