@@ -350,21 +350,14 @@ def broadcast_apply(ufunc: np.ufunc, x: np.ndarray, y: np.ndarray) -> np.ndarray
             _BROADCAST_PLANS.clear()
         plan = _BROADCAST_PLANS[key] = _broadcast_plan(*key)
     kind, x_first, shape, count = plan
-    if kind == "crossed":
-        out = np.empty(shape, x.dtype)
-        if x_first:
-            out[...] = x
-            return ufunc(out, y, out=out)
-        out[...] = y
-        return ufunc(x, out, out=out)
-    if kind == "tiled":
-        return _tiled_apply(ufunc, x, y, x_first, count)
-    if kind == "copied column":
+    if kind in ("crossed", "copied column"):  # one operand written out, the op in place
         if x_first:
             out = broadcast_copy(x, shape)
             return ufunc(out, y, out=out)
         out = broadcast_copy(y, shape)
         return ufunc(x, out, out=out)
+    if kind == "tiled":
+        return _tiled_apply(ufunc, x, y, x_first, count)
     if kind == "by columns":
         return _by_columns(ufunc, x, y, x_first, shape)
     return ufunc(x, y)
