@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from tadiff.index import define
-from tadiff.index.compile._shifted_sum import plan_shifted_sum
+from tadiff.index.compile._shifted_sum import _unaliased_pitch, plan_shifted_sum
 
 CONV1 = "y[b,o,t] = sum[c,k](x[b,c,t+k] * w[o,c,k])"
 CONV2 = "y[b,o,h,v] = sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])"
 DEPTHWISE = "y[b,c,t] = sum[k](x[b,c,t+k] * w[c,k])"
+CONV3 = "y[b,o,d,h,v] = sum[c,i,j,l](x[b,c,d+i,h+j,v+l] * w[o,c,i,j,l])"
 
 # (definition or (definition, derivative), shapes): each takes the product-first form
 TAKEN = [
@@ -30,6 +31,24 @@ TAKEN = [
     (
         ("y[g,b,o,t] = sum[c,k](x[g,b,c,t+k] * w[g,o,c,k])", "x"),
         {"x": (2, 3, 2, 8), "w": (2, 4, 2, 3), "dy": (2, 3, 4, 6)},
+    ),
+    # input gradients in the flat layout: a scale, channels last (the result transposed), a
+    # group axis in two dimensions, three dimensions
+    (
+        ("y[b,o,h,v] = 0.5 * sum[c,i,j](x[b,c,h+i,v+j] * w[o,c,i,j])", "x"),
+        {"x": (2, 3, 7, 6), "w": (5, 3, 3, 2), "dy": (2, 5, 5, 5)},
+    ),
+    (
+        ("y[b,t,o] = sum[c,k](x[b,t+k,c] * w[o,c,k])", "x"),
+        {"x": (2, 9, 3), "w": (4, 3, 3), "dy": (2, 7, 4)},
+    ),
+    (
+        ("y[g,b,o,h,v] = sum[c,i,j](x[g,b,c,h+i,v+j] * w[g,o,c,i,j])", "x"),
+        {"x": (2, 2, 2, 6, 5), "w": (2, 3, 2, 2, 3), "dy": (2, 2, 3, 5, 3)},
+    ),
+    (
+        (CONV3, "x"),
+        {"x": (2, 2, 5, 6, 4), "w": (3, 2, 2, 3, 2), "dy": (2, 3, 4, 4, 3)},
     ),
 ]
 
@@ -84,3 +103,82 @@ def test_taken_only_where_the_product_is_smaller_than_im2col():
     assert plan_shifted_sum(g, narrow_out, np.float32, g.output_shape(**narrow_out)) is not None
     forward = {a: narrow_out[a] for a in f.args}
     assert plan_shifted_sum(f, forward, np.float32, f.output_shape(**forward)) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("seed", range(12))
+def test_input_gradients_of_random_convolutions_take_the_flat_layout(seed, dtype):
+    # geometries drawn at random: 1 to 3 dimensions, kernels of 1 to 4, images from the
+    # kernel's size up, 1 to 17 images and channels (odd and power-of-two rows alike)
+    rng = np.random.default_rng(seed)
+    dims = int(rng.integers(1, 4))
+    kernel = tuple(int(k) for k in rng.integers(1, 5, dims))
+    image = tuple(k + int(rng.integers(0, 7)) for k in kernel)
+    batch, c_in, c_out = (int(n) for n in rng.integers(1, 18, 3))
+    names, window = "dhv"[:dims], "ijl"[:dims]
+    reads = ",".join(f"{a}+{k}" for a, k in zip(names, window, strict=True))
+    f = define(
+        f"y[b,o,{','.join(names)}] = sum[c,{','.join(window)}]"
+        f"(x[b,c,{reads}] * w[o,c,{','.join(window)}])"
+    ).grad("x")
+    out = tuple(n - k + 1 for n, k in zip(image, kernel, strict=True))
+    shapes = {"x": (batch, c_in, *image), "w": (c_out, c_in, *kernel), "dy": (batch, c_out, *out)}
+    shapes = {a: shapes[a] for a in f.args}
+    kernel_fn = plan_shifted_sum(f, shapes, dtype, f.output_shape(**shapes), only_if_smaller=False)
+    assert "flat layout" in kernel_fn.source
+    arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
+    got = kernel_fn({a: v.astype(dtype) for a, v in arrays.items()})
+    # float32: sums of up to 17 * 64 products of size ~1 in another order than the oracle
+    tol = 1e-12 if dtype == np.float64 else 5e-5
+    np.testing.assert_allclose(got, _input_gradient(arrays["dy"], arrays["w"]), rtol=tol, atol=tol)
+
+
+def _input_gradient(dy, w):
+    """The input gradient of a stride-1 convolution by its definition, one window offset at
+    a time (each adds its channel product into the input positions that offset reads)."""
+    batch, _, *out = dy.shape
+    kernel = w.shape[2:]
+    dx = np.zeros((batch, w.shape[1], *(n + k - 1 for n, k in zip(out, kernel, strict=True))))
+    for at in np.ndindex(*kernel):
+        reads = tuple(slice(a, a + n) for a, n in zip(at, out, strict=True))
+        dx[(slice(None), slice(None), *reads)] += np.einsum(
+            "bo...,oc->bc...", dy, w[(slice(None), slice(None), *at)]
+        )
+    return dx
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_a_non_finite_weight_adds_only_the_terms_the_definition_has(bad):
+    # the flat layout pads the image gradient with zeros that meet every weight: 0 * inf would
+    # put NaN on outputs whose terms never read the bad weight; such calls take the exact one
+    f = define(CONV2).grad("x")
+    shapes = {"x": (3, 2, 7, 6), "w": (4, 2, 3, 3), "dy": (3, 4, 5, 4)}
+    kernel_fn = plan_shifted_sum(f, shapes, np.float64, f.output_shape(**shapes), False)
+    assert "flat layout" in kernel_fn.source
+    rng = np.random.default_rng(1)
+    arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
+    arrays["w"][1, 0, 2, 2] = bad
+    got = kernel_fn(arrays)
+    expected = f.reference(**arrays)
+    assert np.isfinite(expected).any() and not np.isfinite(expected).all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_planes_a_multiple_of_4_kib_apart_are_laid_out_at_a_longer_pitch(dtype):
+    # 16 images of 8 x 8: the product's rows would be 16 * 64 values apart, a multiple of
+    # 4 KiB in both dtypes; the planes get a longer pitch, cropped off at the end
+    itemsize = np.dtype(dtype).itemsize
+    assert 16 * 64 * itemsize % 4096 == 0
+    pitch = _unaliased_pitch(64, 16, itemsize)
+    assert pitch > 64 and 256 <= 16 * pitch * itemsize % 4096 <= 4096 - 256
+    assert _unaliased_pitch(100, 32, itemsize) == 100  # 12.5 KiB or 25 KiB apart: kept
+    f = define(CONV2).grad("x")
+    shapes = {"x": (16, 2, 8, 8), "w": (3, 2, 3, 3), "dy": (16, 3, 6, 6)}
+    kernel_fn = plan_shifted_sum(f, shapes, dtype, f.output_shape(**shapes), False)
+    rng = np.random.default_rng(2)
+    arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
+    got = kernel_fn({a: v.astype(dtype) for a, v in arrays.items()})
+    tol = 1e-12 if dtype == np.float64 else 2e-5  # float32: sums of 27 products of size ~1
+    np.testing.assert_allclose(got, _input_gradient(arrays["dy"], arrays["w"]), rtol=tol, atol=tol)

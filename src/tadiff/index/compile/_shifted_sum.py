@@ -169,9 +169,7 @@ def plan_shifted_sum(
                 ((*batch, *whole_cols, *work_index), (*batch, *ks, *whole_cols, *p_index))
             )
 
-    def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
-        x = np.asarray(arrays[shifted.name], dtype=dtype).reshape(x_shape)
-        k = np.asarray(arrays[plain.name], dtype=dtype).reshape(k_shape)
+    def exact(x: np.ndarray, k: np.ndarray) -> np.ndarray:
         p = product(x, k)
         work = np.zeros(work_shape, dtype=dtype)
         for work_index, p_index in offsets:
@@ -180,8 +178,20 @@ def plan_shifted_sum(
             work *= dtype.type(scale)
         return np.ascontiguousarray(work.transpose(to_out))
 
+    flat = _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale)
+
+    def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+        x = np.asarray(arrays[shifted.name], dtype=dtype).reshape(x_shape)
+        k = np.asarray(arrays[plain.name], dtype=dtype).reshape(k_shape)
+        if flat is not None:
+            got = flat(x, k)
+            if got is not None:
+                return got
+        return exact(x, k)
+
+    layout = "flat" if flat is not None else "exact"
     text = (
-        f"product first, then {len(offsets)} shifted sums: {fn}\n"
+        f"product first, then {len(offsets)} shifted sums ({layout} layout): {fn}\n"
         f"  P = einsum('{spec}', {shifted.name}, {plain.name}), {p_size} values "
         f"(im2col would copy {im2col})"
     )
@@ -220,6 +230,125 @@ def _batched_product(letters, x_shape, k_shape):
         return p.reshape(p_shape)
 
     return product
+
+
+def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale):
+    """The flat layout of the product-first kernel, or None where it does not apply: a callable
+    ``(x, k) -> out``, returning None for a call it cannot take (a non-finite ``k``).
+
+    The exact layout adds each window offset's block of ``P`` through a view clipped in every
+    window dimension; along a short axis (an 8-wide image) NumPy runs such a view in runs of a
+    few elements, and laying the rows last to lengthen them costs a transposing copy of the
+    shifted operand. Here ``P``'s window axes are laid out on the output's grid instead
+    (``u = m + t``: ``m`` stored at the grid position ``m``, the rest zero), so that an offset
+    moves every entry by one flat distance, ``sum(t_u * stride_u)``, and its block is added
+    with one contiguous addition over every channel and image at once. Entries moved past
+    their own row or image are the zeros of the grid's margin.
+
+    It applies where every offset keeps every stored entry inside its own grid line
+    (``0 <= t`` and ``t + extent <= size`` on each window axis: a "full" correlation, as an
+    input gradient is). The shifted operand is zero-padded to the grid along all but its first
+    window axis (whose extra rows are a suffix of each grid plane: ``P`` leaves them zero
+    without a product), and the product runs once per row of the shifted operand's own output
+    axes, written straight into its place in ``P``. A non-finite ``k`` would turn those padded
+    zeros into NaN (``0 * inf``) and add it to real outputs: such calls take the exact layout.
+
+    Measured on the input gradient of a 3 x 3 convolution, 16 -> 8 channels, 32 images of
+    8 x 8 (one thread, best of runs): 715 -> 542 µs in float64 (torch 546), 288 -> 228 µs in
+    float32 (torch 199).
+    """
+    by_u = {p.u: p for p in pairs}
+    m_us = [name[len("~m_") :] for name in letters["m"]]
+    grid = [sizes[u] for u in m_us]
+    extents = [x_shape[by_u[u].m_dim] for u in m_us]
+    for u, length, extent in zip(m_us, grid, extents, strict=True):
+        p = by_u[u]
+        shifts = [p.sign * k + p.const for k in range(p.k_range)]
+        if min(shifts) < 0 or max(shifts) + extent > length:
+            return None
+    s_axes, k_axes = letters["s_axes"], letters["k_axes"]
+    size = {**dict(zip(s_axes, x_shape, strict=True)), **dict(zip(k_axes, k_shape, strict=True))}
+    shared, rows, contracted = letters["shared"], letters["rows"], letters["contracted"]
+    window, cols = letters["window"], letters["cols"]
+
+    def count(names):
+        return math.prod(size[v] for v in names)
+
+    n_shared, n_rows, n_contracted = count(shared), count(rows), count(contracted)
+    n_wc = count(window) * count(cols)
+    strides = [math.prod(grid[d + 1 :]) for d in range(len(grid))]
+    plane = math.prod(grid)
+    written = extents[0] * strides[0]  # the first window axis: a prefix of each plane
+    pitch = _unaliased_pitch(plane, n_rows, dtype.itemsize)
+    line = count(cols) * n_rows * pitch  # one window offset's block of P
+    moves = [
+        sum(
+            (p.sign * k + p.const) * strides[m_us.index(p.u)]
+            for p, k in zip(pairs, ks, strict=True)
+        )
+        for ks in itertools.product(*(range(p.k_range) for p in pairs))
+    ]  # in P's window order: pairs' order, row-major
+    tail = max(moves)
+    # the shifted operand as (shared, rows, contracted, grid with the first axis cut to its
+    # extent); the other as (shared, window + cols, contracted), as the exact layout lays it
+    s_perm = [s_axes.index(v) for v in (*shared, *rows, *contracted, *letters["m"])]
+    k_perm = [k_axes.index(v) for v in (*shared, *window, *cols, *contracted)]
+    padded = extents[1:] != grid[1:]
+    s_full = (*(size[v] for v in (*shared, *rows, *contracted)), extents[0], *grid[1:])
+    s_inner = (Ellipsis, *(slice(0, e) for e in extents[1:]))
+    s_mat = (n_shared, n_rows, n_contracted, written)
+    work_vars = [*shared, *cols, *rows, *m_us]
+    work_shape = tuple(sizes[v] for v in work_vars)
+    to_out = [work_vars.index(v) for v in out_vars]
+    out_shape = tuple(sizes[v] for v in out_vars)
+    multiply = not contracted  # an inner length of 1: a broadcast product, not BLAS calls
+
+    def run(x: np.ndarray, k: np.ndarray) -> np.ndarray | None:
+        km = k.transpose(k_perm).reshape(n_shared, 1, n_wc, n_contracted)
+        if padded and not np.isfinite(km).all():
+            return None
+        if padded:
+            sm = np.zeros(s_full, dtype)
+            sm[s_inner] = x.transpose(s_perm)
+            sm = sm.reshape(s_mat)
+        else:
+            sm = x.transpose(s_perm).reshape(s_mat)
+        p = np.empty((n_shared, n_wc, n_rows, pitch), dtype)
+        if written < pitch:
+            p[..., written:] = 0
+        into = p[..., :written].transpose(0, 2, 1, 3)  # (shared, rows, window + cols, written)
+        if multiply:
+            np.multiply(km, sm, out=into)
+        else:
+            np.matmul(km, sm, out=into)
+        blocks = p.reshape(n_shared, count(window), line)
+        work = np.zeros(n_shared * line + tail, dtype)
+        span = n_shared * line
+        for w, move in enumerate(moves):
+            target = work[move : move + span].reshape(n_shared, line)
+            np.add(target, blocks[:, w], out=target)
+        planes = work[:span].reshape(*work_shape[: -len(grid)], pitch)[..., :plane]
+        result = planes.reshape(work_shape).transpose(to_out)
+        out = np.empty(out_shape, dtype)
+        if scale != 1.0:
+            np.multiply(result, dtype.type(scale), out=out)
+        else:
+            np.copyto(out, result)
+        return out
+
+    return run
+
+
+def _unaliased_pitch(plane: int, rows: int, itemsize: int) -> int:
+    """The distance between consecutive planes of ``P``: ``plane``, or up to a few elements
+    more where the product's row stride (``rows`` planes) would fall on a multiple of 4 KiB.
+    Rows of the product 4 KiB apart share the CPU caches' sets: with 8 images of 32 x 32 per
+    row (64 KiB) one product took 2.0 ms instead of 1.3 (float64, one thread)."""
+    for pitch in range(plane, plane + 4096 // itemsize):
+        gap = rows * pitch * itemsize % 4096
+        if 256 <= gap <= 4096 - 256:
+            return pitch
+    return plane
 
 
 def _size_of(var: str, forms, accesses, shapes) -> int:
