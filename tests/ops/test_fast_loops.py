@@ -262,3 +262,22 @@ def test_a_numba_that_fails_to_import_leaves_the_numpy_paths_with_one_warning(mo
     finally:
         monkeypatch.undo()
         _optional._imports.cache_clear()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_put_writes_a_strided_gradient_as_numpy_s_assignment(compiled_from_one, monkeypatch, dtype):
+    # the interior of a padded array (a convolution's cropped input gradient) written at
+    # flat positions through the compiled loop: a pure copy, so exactly NumPy's values
+    loops = []
+    run = fast_loops._run
+    monkeypatch.setattr(fast_loops, "_run", lambda loop, *a: (loops.append(loop), run(loop, *a)))
+    rng = np.random.default_rng(3)
+    padded = rng.standard_normal((4, 3, 10, 10)).astype(dtype)
+    values = padded[:, :, 1:-1, 1:-1]
+    assert not values.flags.c_contiguous
+    positions = rng.permutation(4 * 3 * 16 * 16)[: values.size].reshape(values.shape)
+    want = np.zeros((4, 3, 16, 16), dtype)
+    want.reshape(-1)[positions.reshape(-1)] = values.reshape(-1)
+    got = fast_loops.put_array(values, positions.astype(np.int64), want.shape)
+    assert loops == [fast_loops._elementwise().put] and got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
