@@ -6,6 +6,7 @@ and reversed indices, channels on one side or both, and definitions the form mus
 import numpy as np
 import pytest
 
+from tadiff.errors import InputError
 from tadiff.index import define
 from tadiff.index.compile._shifted_sum import _unaliased_pitch, plan_shifted_sum
 
@@ -71,12 +72,14 @@ def _function(entry):
 
 @pytest.mark.parametrize(("entry", "shapes"), TAKEN, ids=[str(e) for e, _ in TAKEN])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_product_first_computes_what_the_interpreter_computes(entry, shapes, dtype):
+@pytest.mark.parametrize("layout", ["auto", "exact"])
+def test_product_first_computes_what_the_interpreter_computes(entry, shapes, dtype, layout):
     f = _function(entry)
     shapes = {a: shapes[a] for a in f.args}
     out_shape = f.output_shape(**shapes)
-    kernel = plan_shifted_sum(f, shapes, dtype, out_shape, only_if_smaller=False)
+    kernel = plan_shifted_sum(f, shapes, dtype, out_shape, only_if_smaller=False, layout=layout)
     assert kernel is not None, f"{f} should take the product-first form"
+    assert layout == "auto" or "(exact layout)" in kernel.source
     rng = np.random.default_rng(0)
     arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
     got = kernel({a: v.astype(dtype) for a, v in arrays.items()})
@@ -182,3 +185,10 @@ def test_planes_a_multiple_of_4_kib_apart_are_laid_out_at_a_longer_pitch(dtype):
     got = kernel_fn({a: v.astype(dtype) for a, v in arrays.items()})
     tol = 1e-12 if dtype == np.float64 else 2e-5  # float32: sums of 27 products of size ~1
     np.testing.assert_allclose(got, _input_gradient(arrays["dy"], arrays["w"]), rtol=tol, atol=tol)
+
+
+def test_an_unknown_layout_is_an_input_error():
+    f = define(CONV1)
+    shapes = {"x": (2, 3, 9), "w": (4, 3, 3)}
+    with pytest.raises(InputError, match="layout='flat'"):
+        plan_shifted_sum(f, shapes, np.float64, f.output_shape(**shapes), layout="flat")
