@@ -201,9 +201,9 @@ def plan_shifted_sum(
                 return got
         return exact(x, k)
 
-    layout = "flat" if flat is not None else "exact"
+    taken = "flat" if flat is not None else "exact"
     text = (
-        f"product first, then {len(offsets)} shifted sums ({layout} layout): {fn}\n"
+        f"product first, then {len(offsets)} shifted sums ({taken} layout): {fn}\n"
         f"  P = einsum('{spec}', {shifted.name}, {plain.name}), {p_size} values "
         f"(im2col would copy {im2col})"
     )
