@@ -5,11 +5,12 @@ o, i, j] * w[o, c, r - i, s - j])``, is computed product first (``P = w @ dy``, 
 product) and then summed over shifted blocks of ``P``, one per window offset (see
 ``tadiff.index.compile._shifted_sum``). The *exact* layout adds each block through a view
 clipped in every window dimension; the *flat* layout stores ``P`` on the output's grid and adds
-each block with one contiguous addition. Each row times both layouts and torch's
-``convolution_backward`` (input gradient only) on the same arrays, in one process on one thread,
-alternated call by call, and reports the median of the rounds' best times, the ratios, and the
-memory each tadiff layout allocates at its peak (``tracemalloc``; torch's allocations are not
-traced, so its column is absent).
+each block with one contiguous addition, over a margin around the image. Each row times both
+layouts and torch's ``convolution_backward`` (input gradient only) on the same arrays, in one
+process on one thread, alternated call by call, and reports the median of the rounds' best
+times, the ratios, the memory each tadiff layout allocates at its peak (``tracemalloc``;
+torch's allocations are not traced, so its column is absent), and the layout tadiff takes by
+itself (``taken``: flat where the margin's extra passes are few, see ``FLAT_MARGIN_PASSES``).
 
 Run: ``python benchmarks/conv_input_gradients.py [--dtype float32] [--rounds 15]``.
 """
@@ -41,6 +42,7 @@ CASES = [
     ("CNN's second conv, 3x3, 16->8, 32 x 8x8", 32, 8, 16, (8, 8), (3, 3)),
     ("3x3, 32->16, 16 x 16x16", 16, 16, 32, (16, 16), (3, 3)),
     ("5x5, 16->4, 8 x 28x28", 8, 4, 16, (28, 28), (5, 5)),
+    ("7x7, 16->4, 8 x 28x28", 8, 4, 16, (28, 28), (7, 7)),
     ("1-d, 3, 32->16, 16 x 200", 16, 16, 32, (200,), (3,)),
 ]
 
@@ -81,10 +83,12 @@ def run(dtype: str, rounds: int) -> None:
         arrays = {a: rng.standard_normal(s).astype(dt) for a, s in shapes.items()}
         out_shape = g.output_shape(**shapes)
         layouts = {
-            "exact": plan_shifted_sum(g, shapes, dt, out_shape, False, layout="exact"),
-            "flat": plan_shifted_sum(g, shapes, dt, out_shape, False),
+            layout: plan_shifted_sum(g, shapes, dt, out_shape, False, layout=layout)
+            for layout in ("exact", "flat")
         }
         assert "(flat layout)" in layouts["flat"].source
+        auto = plan_shifted_sum(g, shapes, dt, out_shape, False).source
+        taken = "flat" if "(flat layout)" in auto else "exact"
         exact, flat = (layouts[k](arrays) for k in ("exact", "flat"))
         # both sum the same terms in another order: float32 round-off of ~1e-6 relative
         np.testing.assert_allclose(flat, exact, rtol=1e-4, atol=1e-4)
@@ -114,21 +118,21 @@ def run(dtype: str, rounds: int) -> None:
                 times[key].append(_best_us(fn))
         med = {k: statistics.median(v) for k, v in times.items()}
         peaks = {k: _peak_mib(fns[k]) for k in ("exact", "flat")}
-        rows.append((name, med, peaks))
+        rows.append((name, med, peaks, taken))
     print(
         f"\n**Input gradients, product first, {dtype}, one thread, µs (median of {rounds} "
         "rounds' best of 3)**\n"
     )
     print(
         "| case | exact layout | flat layout | torch | flat / exact | flat / torch "
-        "| peak MiB exact | peak MiB flat |"
+        "| peak MiB exact | peak MiB flat | taken |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, med, peaks in rows:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, med, peaks, taken in rows:
         print(
             f"| {name} | {med['exact']:.0f} | {med['flat']:.0f} | {med['torch']:.0f} | "
             f"{med['flat'] / med['exact']:.2f}× | {med['flat'] / med['torch']:.2f}× | "
-            f"{peaks['exact']:.2f} | {peaks['flat']:.2f} |"
+            f"{peaks['exact']:.2f} | {peaks['flat']:.2f} | {taken} |"
         )
 
 

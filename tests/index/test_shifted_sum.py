@@ -72,14 +72,14 @@ def _function(entry):
 
 @pytest.mark.parametrize(("entry", "shapes"), TAKEN, ids=[str(e) for e, _ in TAKEN])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("layout", ["auto", "exact"])
+@pytest.mark.parametrize("layout", ["flat", "exact"])
 def test_product_first_computes_what_the_interpreter_computes(entry, shapes, dtype, layout):
     f = _function(entry)
     shapes = {a: shapes[a] for a in f.args}
     out_shape = f.output_shape(**shapes)
     kernel = plan_shifted_sum(f, shapes, dtype, out_shape, only_if_smaller=False, layout=layout)
     assert kernel is not None, f"{f} should take the product-first form"
-    assert layout == "auto" or "(exact layout)" in kernel.source
+    assert layout == "flat" or "(exact layout)" in kernel.source
     rng = np.random.default_rng(0)
     arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
     got = kernel({a: v.astype(dtype) for a, v in arrays.items()})
@@ -127,7 +127,8 @@ def test_input_gradients_of_random_convolutions_take_the_flat_layout(seed, dtype
     out = tuple(n - k + 1 for n, k in zip(image, kernel, strict=True))
     shapes = {"x": (batch, c_in, *image), "w": (c_out, c_in, *kernel), "dy": (batch, c_out, *out)}
     shapes = {a: shapes[a] for a in f.args}
-    kernel_fn = plan_shifted_sum(f, shapes, dtype, f.output_shape(**shapes), only_if_smaller=False)
+    out_shape = f.output_shape(**shapes)
+    kernel_fn = plan_shifted_sum(f, shapes, dtype, out_shape, False, layout="flat")
     assert "flat layout" in kernel_fn.source
     arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
     got = kernel_fn({a: v.astype(dtype) for a, v in arrays.items()})
@@ -156,7 +157,7 @@ def test_a_non_finite_weight_adds_only_the_terms_the_definition_has(bad):
     # put NaN on outputs whose terms never read the bad weight; such calls take the exact one
     f = define(CONV2).grad("x")
     shapes = {"x": (3, 2, 7, 6), "w": (4, 2, 3, 3), "dy": (3, 4, 5, 4)}
-    kernel_fn = plan_shifted_sum(f, shapes, np.float64, f.output_shape(**shapes), False)
+    kernel_fn = plan_shifted_sum(f, shapes, np.float64, f.output_shape(**shapes), False, "flat")
     assert "flat layout" in kernel_fn.source
     rng = np.random.default_rng(1)
     arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
@@ -179,7 +180,7 @@ def test_planes_a_multiple_of_4_kib_apart_are_laid_out_at_a_longer_pitch(dtype):
     assert _unaliased_pitch(100, 32, itemsize) == 100  # 12.5 KiB or 25 KiB apart: kept
     f = define(CONV2).grad("x")
     shapes = {"x": (16, 2, 8, 8), "w": (3, 2, 3, 3), "dy": (16, 3, 6, 6)}
-    kernel_fn = plan_shifted_sum(f, shapes, dtype, f.output_shape(**shapes), False)
+    kernel_fn = plan_shifted_sum(f, shapes, dtype, f.output_shape(**shapes), False, "flat")
     rng = np.random.default_rng(2)
     arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
     got = kernel_fn({a: v.astype(dtype) for a, v in arrays.items()})
@@ -190,5 +191,23 @@ def test_planes_a_multiple_of_4_kib_apart_are_laid_out_at_a_longer_pitch(dtype):
 def test_an_unknown_layout_is_an_input_error():
     f = define(CONV1)
     shapes = {"x": (2, 3, 9), "w": (4, 3, 3)}
-    with pytest.raises(InputError, match="layout='flat'"):
-        plan_shifted_sum(f, shapes, np.float64, f.output_shape(**shapes), layout="flat")
+    with pytest.raises(InputError, match="layout='fast'"):
+        plan_shifted_sum(f, shapes, np.float64, f.output_shape(**shapes), layout="fast")
+
+
+@pytest.mark.parametrize(
+    ("image", "kernel", "dtype", "taken"),
+    [
+        (8, 3, np.float64, "flat"),  # 9 offsets over a grid 1.56x the image: 5.1 extra passes
+        (8, 3, np.float32, "flat"),
+        (28, 5, np.float64, "exact"),  # 25 offsets, 1.31x: 7.7 passes, over float64's 6
+        (28, 5, np.float32, "flat"),  # under float32's 20
+        (28, 7, np.float32, "exact"),  # 49 offsets, 1.47x: 23 passes
+    ],
+)
+def test_the_flat_layout_is_taken_where_its_margin_is_cheap(image, kernel, dtype, taken):
+    f = define(CONV2).grad("x")
+    side = image + kernel - 1
+    shapes = {"x": (2, 2, side, side), "w": (3, 2, kernel, kernel), "dy": (2, 3, image, image)}
+    auto = plan_shifted_sum(f, shapes, dtype, f.output_shape(**shapes), False)
+    assert f"({taken} layout)" in auto.source

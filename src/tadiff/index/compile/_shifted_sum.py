@@ -61,6 +61,21 @@ of 16 x 16 (one thread): with 8 output channels (a contracted length of 8) Numba
 _MAX_OFFSETS = 64
 """At most this many window offsets (each one NumPy addition): a 8 x 8 kernel."""
 
+_LAYOUTS = ("auto", "flat", "exact")
+
+FLAT_MARGIN_PASSES = {np.dtype(np.float64): 6.0, np.dtype(np.float32): 20.0}
+"""The extra passes over the output that the flat layout's margin may cost, per dtype (see
+:func:`_flat_shifts`). Measured on input gradients of eleven 2-d convolutions, 4 to 32 images
+of 8 x 8 to 56 x 56, 3 x 3 to 7 x 7 kernels (one thread), flat against exact layout:
+
+* float64: 5.1 extra passes or fewer gained 5-26% in six of seven (one lost 4%); 7.7 (a 5 x 5
+  on 28 x 28) and more lost 3-26%;
+* float32: 16 or fewer gained 2-41% in eight of nine (one lost 4%); 23 (a 7 x 7 on 28 x 28)
+  lost 15%, 31 (a 5 x 5 on 8 x 8) 8%.
+
+float32's additions move half the bytes, so its margin costs less against the exact layout's
+fixed copies."""
+
 
 @dataclass(frozen=True)
 class _Pair:
@@ -100,11 +115,14 @@ def plan_shifted_sum(
         out_shape: the output shape.
         only_if_smaller: decline where the product is not smaller than im2col's matrix
             (``False``: whenever the form fits — what the tests check it against).
-        layout: ``"auto"`` (the flat layout where it applies, see :func:`_flat_shifts`) or
-            ``"exact"`` (always the clipped views; what the benchmark compares it with).
+        layout: ``"auto"`` (the flat layout where it applies and its margin is cheap, see
+            :func:`_flat_shifts`), ``"flat"`` (wherever it applies) or ``"exact"`` (always the
+            clipped views); the last two are what the tests and the benchmark compare.
     """
-    if layout not in ("auto", "exact"):
-        raise InputError(f"plan_shifted_sum: layout={layout!r}; expected 'auto' or 'exact'")
+    if layout not in _LAYOUTS:
+        raise InputError(
+            f"plan_shifted_sum: layout={layout!r}; expected one of {', '.join(_LAYOUTS)}"
+        )
     params = fn._params(shapes)
     scale, factors = product_factors(fn.body)
     if len(factors) != 1 or not isinstance(factors[0], Sum):
@@ -189,8 +207,10 @@ def plan_shifted_sum(
         return np.ascontiguousarray(work.transpose(to_out))
 
     flat = None
-    if layout == "auto":
-        flat = _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale)
+    if layout != "exact":
+        flat = _flat_shifts(
+            letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale, layout == "flat"
+        )
 
     def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
         x = np.asarray(arrays[shifted.name], dtype=dtype).reshape(x_shape)
@@ -244,9 +264,10 @@ def _batched_product(letters, x_shape, k_shape):
     return product
 
 
-def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale):
-    """The flat layout of the product-first kernel, or None where it does not apply: a callable
-    ``(x, k) -> out``, returning None for a call it cannot take (a non-finite ``k``).
+def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale, always=False):
+    """The flat layout of the product-first kernel, or None where it does not apply or (unless
+    ``always``) its margin costs more than it saves: a callable ``(x, k) -> out``, returning
+    None for a call it cannot take (a non-finite ``k``).
 
     The exact layout adds each window offset's block of ``P`` through a view clipped in every
     window dimension; along a short axis (an 8-wide image) NumPy runs such a view in runs of a
@@ -265,12 +286,13 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
     axes, written straight into its place in ``P``. A non-finite ``k`` would turn those padded
     zeros into NaN (``0 * inf``) and add it to real outputs: such calls take the exact layout.
 
-    Measured with ``benchmarks/conv_input_gradients.py`` (one thread): the input gradient of a
-    3 x 3 convolution, 16 -> 8 channels, 32 images of 8 x 8, takes 0.80-0.88 of the exact
-    layout's time (float64 437 against 550 µs); a 1-d one 0.74-0.83. The margin costs memory
-    (1.6 times the exact layout's peak there) and, with many offsets over a wide margin, time:
-    a 5 x 5 kernel over 28 x 28 images (25 additions over 30% more positions) is 5-12% slower
-    in float64, though 13% faster in float32.
+    The margin is work the exact layout does not do: every offset's addition runs over the
+    whole grid, ``offsets * (grid / image - 1)`` passes over the image more. It is taken where
+    those are at most :data:`FLAT_MARGIN_PASSES` for the dtype. Measured with
+    ``benchmarks/conv_input_gradients.py`` (one thread): the input gradient of a 3 x 3
+    convolution, 16 -> 8 channels, 32 images of 8 x 8 (5.1 extra passes), takes 0.77-0.88 of
+    the exact layout's time (float64 437 against 550 µs), and a 1-d one 0.74-0.83. The margin
+    also costs memory: 1.6 times the exact layout's peak for the first.
     """
     by_u = {p.u: p for p in pairs}
     m_us = [name[len("~m_") :] for name in letters["m"]]
@@ -296,6 +318,9 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
     written = extents[0] * strides[0]  # the first window axis: a prefix of each plane
     pitch = _unaliased_pitch(plane, n_rows, dtype.itemsize)
     line = count(cols) * n_rows * pitch  # one window offset's block of P
+    margin = math.prod(p.k_range for p in pairs) * (plane / math.prod(extents) - 1)
+    if not always and margin > FLAT_MARGIN_PASSES.get(dtype, 0.0):
+        return None
     moves = [
         sum(
             (p.sign * k + p.const) * strides[m_us.index(p.u)]
