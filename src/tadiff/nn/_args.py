@@ -42,4 +42,26 @@ def with_batch(x: Tensor, dims: int, where: str) -> tuple[Tensor, bool]:
     return (x if batched else x.unsqueeze(0)), batched
 
 
-__all__ = ["as_tensor_arg", "int_tuple", "with_batch"]
+def empty_batch(shape: tuple[int, ...], dtype: Any, *inputs: Tensor) -> Tensor:
+    """The result of a layer on an empty batch: zeros of ``shape`` (its batch size 0), recorded
+    as depending on ``inputs`` so that their gradients are zeros, as torch's are. Index
+    functions (convolutions, average pooling) need every size to be at least 1, so the layers
+    that use them answer an empty batch here.
+
+    Example:
+        >>> import tadiff as td
+        >>> w = td.ones(3, 2, 3, requires_grad=True)
+        >>> y = empty_batch((0, 3, 6), w.dtype, w)
+        >>> y.sum().backward(); y.shape, w.grad.abs().sum().item()
+        ((0, 3, 6), 0.0)
+    """
+    from tadiff.autograd.factories import zeros
+
+    y = zeros(shape, dtype=dtype)
+    for x in inputs:
+        if x.requires_grad:  # 0 times the sum: a zero gradient, whatever the values
+            y = y + x.sum() * 0.0
+    return y
+
+
+__all__ = ["as_tensor_arg", "empty_batch", "int_tuple", "with_batch"]

@@ -27,7 +27,7 @@ from tadiff.autograd.grad_mode import no_grad
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import InputError, ShapeError
-from tadiff.nn._args import as_tensor_arg
+from tadiff.nn._args import as_tensor_arg, empty_batch
 from tadiff.nn.module import Module, Parameter
 from tadiff.ops._common import needs_grad
 from tadiff.ops._dual import channel_rows
@@ -81,6 +81,9 @@ def batch_norm(
     dims = (0, *range(2, x.data.ndim))
     if training:
         count = x.data.size // max(channels, 1)
+        if count == 0:  # an empty batch: an empty result, the running statistics kept (torch)
+            affine = [t for t in (weight, bias) if t is not None]
+            return empty_batch(x.data.shape, x.data.dtype, x, *affine)
         if count < 2:
             raise ShapeError(
                 f"batch_norm: training needs more than one value per channel, got input of "

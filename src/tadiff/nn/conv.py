@@ -32,7 +32,7 @@ from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import init
-from tadiff.nn._args import as_tensor_arg, int_tuple, with_batch
+from tadiff.nn._args import as_tensor_arg, empty_batch, int_tuple, with_batch
 from tadiff.nn.module import Module, Parameter
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import ConstantPadNdBackward0
@@ -175,7 +175,11 @@ def _conv(
             f"{where}: the (padded) input's spatial size {spatial} is smaller than the dilated "
             f"kernel {reach}"
         )
-    y = _definition(dims, stride, dilation)(x=x, w=weight)
+    if x.data.shape[0]:
+        y = _definition(dims, stride, dilation)(x=x, w=weight)
+    else:
+        out = tuple((n - r) // s + 1 for n, r, s in zip(spatial, reach, stride, strict=True))
+        y = empty_batch((0, weight.data.shape[0], *out), x.data.dtype, x, weight)
     if bias is not None:
         bias = as_tensor_arg(bias, f"{where} bias")
         if bias.data.shape != (weight.data.shape[0],):

@@ -30,7 +30,7 @@ from tadiff.autograd.factories import factory_dtype
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 from tadiff.nn import init
-from tadiff.nn._args import as_tensor_arg, int_tuple
+from tadiff.nn._args import as_tensor_arg, empty_batch, int_tuple
 from tadiff.nn.conv import _definition, checked_operands, pad
 from tadiff.nn.module import Module, Parameter
 
@@ -81,8 +81,11 @@ def _conv_transpose(
     full = tuple(b + op for b, op in zip(base, extra, strict=True))
     if any(f - 2 * p < 1 for f, p in zip(full, pads, strict=True)):
         raise ShapeError(f"{where}: padding {pads} leaves no output of the full size {full}")
-    shape_only = np.broadcast_to(np.zeros((), x.dtype), (x.shape[0], weight.shape[1], *base))
-    y = _transposed(dims, stride, dilation)(x=shape_only, w=weight, dy=x)
+    if x.shape[0]:
+        shape_only = np.broadcast_to(np.zeros((), x.dtype), (x.shape[0], weight.shape[1], *base))
+        y = _transposed(dims, stride, dilation)(x=shape_only, w=weight, dy=x)
+    else:
+        y = empty_batch((0, weight.shape[1], *base), x.dtype, x, weight)
     if any(extra):
         y = pad(y, [w for op in reversed(extra) for w in (0, op)])
     if any(pads):

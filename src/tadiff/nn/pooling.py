@@ -19,7 +19,7 @@ import numpy as np
 from tadiff.autograd.graph import record
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError, InputError, ShapeError
-from tadiff.nn._args import as_tensor_arg, int_tuple, with_batch
+from tadiff.nn._args import as_tensor_arg, empty_batch, int_tuple, with_batch
 from tadiff.nn.conv import pad
 from tadiff.nn.module import Module
 from tadiff.ops._common import needs_grad
@@ -85,14 +85,24 @@ def _prepare(
 def _avg_pool(dims, x, kernel_size, stride, padding) -> Tensor:
     where = f"avg_pool{dims}d"
     x, batched, kernel, stride = _prepare(dims, x, kernel_size, stride, padding, 0.0, where)
+    if not x.data.shape[0]:
+        return _empty(x, kernel, stride)
     y = _window_sum(kernel, stride)(x=x) * (1.0 / math.prod(kernel))
     return y if batched else y.squeeze(0)
+
+
+def _empty(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...]) -> Tensor:
+    """A pooling's result on an empty batch (only a batched input can be empty there)."""
+    out = tuple((n - k) // s + 1 for n, k, s in zip(x.data.shape[2:], kernel, stride, strict=True))
+    return empty_batch((0, x.data.shape[1], *out), x.data.dtype, x)
 
 
 def _max_pool(dims, x, kernel_size, stride, padding) -> Tensor:
     where = f"max_pool{dims}d"
     x, batched, kernel, stride = _prepare(dims, x, kernel_size, stride, padding, -np.inf, where)
     data = x.data
+    if not data.shape[0]:
+        return _empty(x, kernel, stride)
     if stride == kernel and all(n % k == 0 for n, k in zip(data.shape[2:], kernel, strict=True)):
         y = _tiled_max_pool(x, kernel)
         return y if batched else y.squeeze(0)
