@@ -2,7 +2,8 @@
 pooling and batch norm return an empty result of torch's shape, and their weights' gradients
 are zeros (a sum over no images). Index functions need every size to be at least 1, so these
 layers answer the empty batch themselves; before, they raised a ShapeError, and max pooling
-with overlapping windows leaked NumPy's reshape ValueError."""
+with overlapping windows leaked NumPy's reshape ValueError. Group and instance norm reshaped
+with -1, which an empty batch leaves undefined."""
 
 import numpy as np
 import pytest
@@ -74,6 +75,15 @@ CASES = [
         (4,),
         (4,),
     ),
+    ("group_norm", lambda L, x, w, b: L.group_norm(x, 2, w, b), (0, 4, 3, 3), (4,), (4,)),
+    (
+        "instance_norm",
+        # torch's own instance norm fails on an empty batch given a weight: scaled after it
+        lambda L, x, w, b: L.instance_norm(x) * w.sum() + b.sum(),
+        (0, 4, 3, 3),
+        (4,),
+        (4,),
+    ),
 ]
 
 
@@ -113,3 +123,13 @@ def test_an_empty_batch_still_gets_the_geometry_checks():
         F.conv2d(td.zeros((0, 1, 2, 2)), td.ones((1, 1, 3, 3)))
     with pytest.raises(td.errors.ShapeError, match="smaller than the kernel"):
         F.max_pool2d(td.zeros((0, 1, 2, 2)), 3)
+
+
+def test_instance_norm_on_an_empty_batch_gives_nan_running_statistics_as_torch():
+    # torch averages the statistics of no samples: NaN, not an error
+    ours = [td.zeros(3, dtype=td.float64), td.ones(3, dtype=td.float64)]
+    theirs = [torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)]
+    F.instance_norm(td.zeros((0, 3, 4, 4), dtype=td.float64), *ours, use_input_stats=True)
+    TF.instance_norm(torch.zeros((0, 3, 4, 4), dtype=torch.float64), *theirs, use_input_stats=True)
+    for mine, want in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(mine.data, want.numpy())

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -171,14 +172,18 @@ def instance_norm(
     n, c = x.shape[:2]
     if use_input_stats:
         if running_mean is not None or running_var is not None:
-            flat = x.data.reshape(n, c, -1)
+            flat = x.data.reshape(n, c, math.prod(x.shape[2:]))
             count = flat.shape[-1]
+            if n:
+                means, unbiased = flat.mean(-1).mean(0), flat.var(-1).mean(0)
+                unbiased *= count / max(count - 1, 1)
+            else:  # an empty batch: no statistics, NaN as in torch
+                means = unbiased = np.full(c, np.nan, flat.dtype)
             with no_grad():
                 if running_mean is not None:
-                    running_mean.mul_(1 - momentum).add_(Tensor(flat.mean(-1).mean(0) * momentum))
+                    running_mean.mul_(1 - momentum).add_(Tensor(means * momentum))
                 if running_var is not None:
-                    unbiased = flat.var(-1) * count / max(count - 1, 1)
-                    running_var.mul_(1 - momentum).add_(Tensor(unbiased.mean(0) * momentum))
+                    running_var.mul_(1 - momentum).add_(Tensor(unbiased * momentum))
         return group_norm(x, c, weight, bias, eps)
     if running_mean is None or running_var is None:
         raise InputError("instance_norm: use_input_stats=False needs running_mean and running_var")

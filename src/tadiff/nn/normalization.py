@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,8 @@ def group_norm(
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and tuple(p.shape) != (c,):
             raise ShapeError(f"group_norm: {name} of shape {p.shape}; expected ({c},)")
-    grouped = x.reshape(n, num_groups, -1)
+    # the group's size spelled out: an empty batch has no size for -1 to stand for
+    grouped = x.reshape(n, num_groups, c // num_groups * math.prod(x.shape[2:]))
     centered = grouped - grouped.mean(dim=2, keepdim=True)
     variance = (centered * centered).mean(dim=2, keepdim=True)
     out = (centered / (variance + eps).sqrt()).reshape(*x.shape)
