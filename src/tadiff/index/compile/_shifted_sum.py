@@ -240,18 +240,16 @@ def _batched_product(letters, x_shape, k_shape):
     faster for the input gradient of a 3 x 3, 8 -> 16 channel convolution of 32 images of
     8 x 8, which pays for laying the shifted operand out with its rows last. Each offset's
     block of ``P`` is contiguous, as the shifted additions read it."""
-    s_axes, k_axes = letters["s_axes"], letters["k_axes"]
-    size = {**dict(zip(s_axes, x_shape, strict=True)), **dict(zip(k_axes, k_shape, strict=True))}
+    size = _axis_sizes(letters, x_shape, k_shape)
     window, shared, contracted = letters["window"], letters["shared"], letters["contracted"]
     rows, cols = [*letters["m"], *letters["rows"]], letters["cols"]
 
     def count(names):
         return math.prod(size[v] for v in names)
 
-    s_perm = [s_axes.index(v) for v in (*shared, *contracted, *rows)]
-    k_perm = [k_axes.index(v) for v in (*shared, *window, *cols, *contracted)]
+    s_perm = [letters["s_axes"].index(v) for v in (*shared, *contracted, *rows)]
     s_mat = (count(shared), count(contracted), count(rows))
-    k_mat = (count(shared), count(window) * count(cols), count(contracted))
+    k_perm, k_mat = _weight_matrix(letters, size)
     p_shape = tuple(size[v] for v in (*shared, *window, *cols, *rows))
     multiply = not contracted  # an inner length of 1: a broadcast product, not BLAS calls
 
@@ -262,6 +260,26 @@ def _batched_product(letters, x_shape, k_shape):
         return p.reshape(p_shape)
 
     return product
+
+
+def _axis_sizes(letters, x_shape, k_shape) -> dict[str, int]:
+    """The length of every axis of the two operands, by name."""
+    return {
+        **dict(zip(letters["s_axes"], x_shape, strict=True)),
+        **dict(zip(letters["k_axes"], k_shape, strict=True)),
+    }
+
+
+def _weight_matrix(letters, size) -> tuple[list[int], tuple[int, int, int]]:
+    """The other operand's axis permutation and matrix shape in both layouts: a stack over the
+    shared axes of ``(window + cols, contracted)`` matrices."""
+    shared, window = letters["shared"], letters["window"]
+    cols, contracted = letters["cols"], letters["contracted"]
+    perm = [letters["k_axes"].index(v) for v in (*shared, *window, *cols, *contracted)]
+    shape = tuple(
+        math.prod(size[v] for v in group) for group in (shared, (*window, *cols), contracted)
+    )
+    return perm, shape
 
 
 def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale, always=False):
@@ -303,8 +321,8 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
         shifts = [p.sign * k + p.const for k in range(p.k_range)]
         if min(shifts) < 0 or max(shifts) + extent > length:
             return None
-    s_axes, k_axes = letters["s_axes"], letters["k_axes"]
-    size = {**dict(zip(s_axes, x_shape, strict=True)), **dict(zip(k_axes, k_shape, strict=True))}
+    s_axes = letters["s_axes"]
+    size = _axis_sizes(letters, x_shape, k_shape)
     shared, rows, contracted = letters["shared"], letters["rows"], letters["contracted"]
     window, cols = letters["window"], letters["cols"]
 
@@ -312,7 +330,6 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
         return math.prod(size[v] for v in names)
 
     n_shared, n_rows, n_contracted = count(shared), count(rows), count(contracted)
-    n_wc = count(window) * count(cols)
     plane = math.prod(grid)
     margin = math.prod(p.k_range for p in pairs) * (plane / math.prod(extents) - 1)
     if not always and margin > FLAT_MARGIN_PASSES.get(dtype, 0.0):
@@ -332,7 +349,7 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
     # the shifted operand as (shared, rows, contracted, grid with the first axis cut to its
     # extent); the other as (shared, window + cols, contracted), as the exact layout lays it
     s_perm = [s_axes.index(v) for v in (*shared, *rows, *contracted, *letters["m"])]
-    k_perm = [k_axes.index(v) for v in (*shared, *window, *cols, *contracted)]
+    k_perm, (_, n_wc, _) = _weight_matrix(letters, size)
     padded = extents[1:] != grid[1:]
     s_full = (*(size[v] for v in (*shared, *rows, *contracted)), extents[0], *grid[1:])
     s_inner = (Ellipsis, *(slice(0, e) for e in extents[1:]))
