@@ -7,7 +7,13 @@ import pytest
 
 import tadiff as td
 from tadiff.ops import fast_loops
-from tadiff.ops.fast_loops import _masked_numpy, exp_array, masked_array, relu_array
+from tadiff.ops.fast_loops import (
+    _masked_numpy,
+    exp_array,
+    masked_array,
+    relu_array,
+    relu_grad_array,
+)
 
 pytest.importorskip("numba")
 
@@ -142,6 +148,39 @@ def test_masked_and_relu_loops_select_exactly_as_numpy_and_torch(compiled_from_o
     assert relu.dtype == dtype
     np.testing.assert_array_equal(np.signbit(relu), np.signbit(expected))
     np.testing.assert_array_equal(relu, expected)  # NaN equal to NaN here
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_relu_gradient_loop_selects_exactly_as_the_numpy_path(compiled_from_one, dtype):
+    # a selection from the output's sign: bit for bit the masked NumPy path's result (NaN in
+    # the output passes the gradient, -0.0 and 0 stop it, NaN gradients are dropped or kept)
+    rng = np.random.default_rng(7)
+    result = np.maximum(rng.standard_normal(4096), 0).astype(dtype)
+    result[:6] = [-0.0, 0.0, np.nan, np.inf, 1e-30, 0.0]
+    g = rng.standard_normal(4096).astype(dtype)
+    g[:6] = [1.0, 2.0, 3.0, -0.0, np.nan, np.nan]
+    got = relu_grad_array(result, g)
+    want = _masked_numpy(~(result <= 0), g)
+    assert got.dtype == dtype
+    as_bits = dtype().dtype.str.replace("f", "i")
+    np.testing.assert_array_equal(got.view(as_bits), want.view(as_bits))
+    assert got[0] == 0 and got[1] == 0 and got[2] == 3 and np.signbit(got[3]) and got[5] == 0
+
+
+def test_the_relu_gradient_falls_back_to_numpy_where_the_loop_does_not_apply(compiled_from_one):
+    rng = np.random.default_rng(8)
+    result = np.maximum(rng.standard_normal((8, 16)), 0)
+    g = rng.standard_normal((8, 16))
+    want = np.where(result > 0, g, 0)
+    for r, grad in (
+        (result, g[:, ::-1]),  # a strided gradient
+        (result.astype(np.float32), g),  # mixed dtypes (a gradient in the wider one)
+        (result[0, 0], g[0, 0]),  # 0-d
+    ):
+        got = relu_grad_array(r, np.asarray(grad))
+        expected = np.where(np.asarray(r) > 0, grad, 0)
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(relu_grad_array(result, g), want)
 
 
 def test_masked_and_relu_fall_back_to_numpy_where_the_loops_do_not_apply(compiled_from_one):

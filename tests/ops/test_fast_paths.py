@@ -29,7 +29,8 @@ SHAPES_AND_DIMS = [
     ((5, 4, 3), (2,)),
     ((5, 4, 3), (1,)),  # a middle axis: NumPy's path
     ((5, 4, 3), None),
-    ((6, 200), (1,)),  # a trailing block too long for BLAS: NumPy's path
+    ((6, 200), (1,)),  # a trailing block of 200: BLAS rows
+    ((6, 300), (1,)),  # too long for BLAS: NumPy's path
     ((3, 1), (1,)),
     ((0, 4), (1,)),
 ]
@@ -53,7 +54,8 @@ SUM_TO = [
     ((32, 16, 8, 8), (1, 16, 1, 1)),
     ((4, 6, 10), (6, 1)),
     ((2, 3, 4, 5), (3, 4, 1)),  # two kept axes in the middle
-    ((32, 8, 16, 16), (8, 1, 1)),  # rows of 256: NumPy's reduction
+    ((32, 8, 16, 16), (8, 1, 1)),  # rows of 256: BLAS rows, then the batch
+    ((8, 4, 17, 17), (4, 1, 1)),  # rows of 289: NumPy's reduction
     ((5, 4, 3), (4, 3)),  # leading axes only
     ((5, 4, 3), (1, 4, 1)),
     ((5, 4, 3), (5, 1, 3)),  # a middle axis: NumPy's reduction
@@ -95,7 +97,8 @@ MUL_SUM_TO = [
     ((32, 100), (100,), (32, 1)),
     ((48, 48, 3), (48, 48, 3), (48, 48, 1)),  # both full: the product, then BLAS rows
     ((48, 48, 3), (48, 1, 3), (1, 48, 1)),  # a middle axis kept: the product and NumPy
-    ((40, 200), (200,), (40, 1)),  # rows too long for BLAS: the product and NumPy
+    ((40, 200), (200,), (40, 1)),  # rows of 200: rows times the vector (BLAS)
+    ((40, 300), (300,), (40, 1)),  # rows too long for BLAS: the product and NumPy
     ((4, 3), (3,), (4, 1)),  # small: the product and NumPy
     ((180, 2), (180, 2), (180, 1)),  # small, but 180 rows: the product, then BLAS rows
     ((2048,), (2048,), ()),  # every element: the product and NumPy's pairwise sum

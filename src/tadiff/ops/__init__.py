@@ -283,6 +283,7 @@ _dual.GRAPH.__dict__.update(
     sign=sign,
     where=where,
     masked=lambda keep, g: where(keep, g, 0),
+    relu_grad=lambda result, g: where(~(result <= 0), g, 0),
     sum=sum,
     mean=mean,
     cast=to,

@@ -27,6 +27,15 @@ def relu(x, out):
 
 
 @_jit
+def relu_grad(result, g, out):
+    """``out = g`` where ``result`` (ReLU's output) is not ``<= 0``, exactly 0 elsewhere: the
+    gradient passes where the output is positive or NaN, as torch's ``threshold_backward``."""
+    zero = g.dtype.type(0)
+    for i in range(g.size):
+        out[i] = zero if result[i] <= zero else g[i]
+
+
+@_jit
 def put(positions, values, out):
     """``out[positions[i]] = values[i]`` for every ``i`` (positions outside ``out`` skipped)."""
     n = out.size

@@ -635,7 +635,7 @@ ErfcBackward0 = _node("ErfcBackward0", lambda F, g, x: g * (-_TWO_OVER_SQRT_PI *
 SigmoidBackward0 = _node("SigmoidBackward0", lambda F, g, r: g * r * (1 - r))
 # torch's threshold_backward: the gradient passes unless the result is <= 0, so it also
 # passes where the input (and result) is NaN
-ReluBackward0 = _node("ReluBackward0", lambda F, g, r: _masked(F, ~(F.data(r) <= 0), g))
+ReluBackward0 = _node("ReluBackward0", lambda F, g, r: F.relu_grad(F.data(r), g))
 SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))
 AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))
 SignBackward0 = _node("SignBackward0", lambda F, g: g * 0)

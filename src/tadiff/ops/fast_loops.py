@@ -12,6 +12,10 @@
   against one loop (38 µs; torch's ``threshold_backward`` 38).
 * ``relu``: NumPy's ``clip`` with scalar bounds takes 41 µs for 65 536 float64 values where the
   loop takes 26 (torch 22).
+* ``relu_grad`` (ReLU's gradient from its saved output): a comparison, its negation and the
+  masked selection are three NumPy passes and two temporary masks (66 µs for 65 536 float64
+  values); one loop reads the output and the gradient once (30 µs; torch's
+  ``threshold_backward`` 37).
 * ``put`` (values written at flat positions of zeros; max pooling's gradient): NumPy's fancy
   assignment takes 44 µs where the loop takes 35 (16 384 float64 values into 65 536 zeros).
 
@@ -41,6 +45,7 @@ from tadiff._optional import usable
 
 __all__ = [
     "FAST_LOOP_MIN_SIZE", "exp_array", "loops_apply", "masked_array", "put_array", "relu_array",
+    "relu_grad_array",
 ]  # fmt: skip
 
 FAST_LOOP_MIN_SIZE = 1 << 13
@@ -154,6 +159,22 @@ def relu_array(x: np.ndarray) -> np.ndarray:
         return x.clip(0, np.inf)
     out = np.empty_like(x)
     _run(_elementwise().relu, x, out)
+    return out
+
+
+def relu_grad_array(result: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """ReLU's gradient: ``g`` where ``result`` (the ReLU's output, ``g``'s shape) is not
+    ``<= 0``, exactly 0 elsewhere, a new array. The gradient passes where the output is NaN
+    (torch's ``threshold_backward`` does too) and stops at ``-0.0``.
+
+    Example:
+        >>> relu_grad_array(np.array([2.0, 0.0, np.nan]), np.array([1.0, 1.0, 1.0])).tolist()
+        [1.0, 0.0, 1.0]
+    """
+    if result.dtype != g.dtype or not loops_apply(g, result):
+        return masked_array(np.asarray(~(result <= 0)), g)
+    out = np.empty_like(g)
+    _run(_elementwise().relu_grad, result, g, out)
     return out
 
 
