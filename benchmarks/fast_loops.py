@@ -57,7 +57,13 @@ def _cases(dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
     import torch
 
     import tadiff as td
-    from tadiff.ops.fast_loops import exp_array, masked_array, put_array, relu_array
+    from tadiff.ops.fast_loops import (
+        exp_array,
+        masked_array,
+        put_array,
+        relu_array,
+        relu_grad_array,
+    )
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -92,7 +98,13 @@ def _cases(dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
             "torch": lambda: torch.exp(tx),
         },
         "relu": {"tadiff": lambda: relu_array(x), "torch": lambda: torch.relu(tx)},
-        "relu gradient (masked)": {
+        "relu gradient": {
+            "tadiff": lambda: relu_grad_array(r, g),
+            "torch": lambda: torch.ops.aten.threshold_backward(tg, tr, 0),
+        },
+        # the same gradient as a NumPy comparison and the masked selection (clamp's and
+        # where's gradients still take it; ReLU's did before its own loop)
+        "relu gradient via a mask": {
             "tadiff": lambda: masked_array(~(r <= 0), g),
             "torch": lambda: torch.ops.aten.threshold_backward(tg, tr, 0),
         },
