@@ -12,10 +12,10 @@
   against one loop (38 µs; torch's ``threshold_backward`` 38).
 * ``relu``: NumPy's ``clip`` with scalar bounds takes 41 µs for 65 536 float64 values where the
   loop takes 26 (torch 22).
-* ``relu_grad`` (ReLU's gradient from its saved output): a comparison, its negation and the
-  masked selection are three NumPy passes and two temporary masks (66 µs for 65 536 float64
-  values); one loop reads the output and the gradient once (30 µs; torch's
-  ``threshold_backward`` 37).
+* ``relu_grad`` (ReLU's gradient from its saved output): a NumPy comparison, its negation
+  and the masked selection loop took 69 µs for 65 536 float64 values (two temporary masks);
+  one loop reads the output and the gradient once: 49 µs, torch's ``threshold_backward`` 46
+  (``benchmarks/fast_loops.py``).
 * ``put`` (values written at flat positions of zeros; max pooling's gradient): NumPy's fancy
   assignment takes 44 µs where the loop takes 35 (16 384 float64 values into 65 536 zeros).
 
