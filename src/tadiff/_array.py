@@ -53,6 +53,33 @@ def pad_constant(array: np.ndarray, pairs, value: float = 0.0) -> np.ndarray:
     return out
 
 
+def stack_arrays(arrays, ax: int) -> np.ndarray:
+    """``np.stack(arrays, ax)`` for arrays (or NumPy scalars) of one shape, which the caller
+    has checked, and ``0 <= ax <= ndim``. A few arrays of one dtype are copied into a
+    preallocated result: ``np.stack``'s own Python-level work costs several times the copies of
+    small arrays (14 scalars: 27 against 4 µs).
+
+    Example:
+        >>> stack_arrays([np.float64(1.5), np.float64(2.5)], 0).tolist()
+        [1.5, 2.5]
+    """
+    first = arrays[0]
+    dtype = first.dtype
+    for a in arrays:  # a loop, not any(): its generator cost as much as stacking three scalars
+        if a.dtype != dtype:
+            return np.stack(arrays, axis=ax)
+    if ax == 0:
+        return np.array(arrays)  # equal shapes (checked): a new leading dim, C-contiguous
+    if len(arrays) > 16:
+        return np.stack(arrays, axis=ax)
+    shape = first.shape
+    out = np.empty((*shape[:ax], len(arrays), *shape[ax:]), dtype)
+    lead = (slice(None),) * ax
+    for i, a in enumerate(arrays):
+        out[(*lead, i)] = a
+    return out
+
+
 def out_of_range(idx: np.ndarray, n: int) -> bool:
     """Whether some entry of the integer array ``idx`` lies outside ``[0, n)``.
 

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 import tadiff as td
-from tadiff._array import out_of_range
+from tadiff._array import out_of_range, stack_arrays
 from tadiff.ops._dual import (
     _mul_sum_to,
+    _stack,
     _sum_to,
     cross_array,
     einsum_array,
     fast_sum,
     sum_leading,
 )
-from tadiff.ops.shape import _stack_arrays
 
 SHAPES_AND_DIMS = [
     ((20, 8), (1,)),
@@ -189,11 +189,27 @@ def test_einsum_as_one_matrix_product_equals_numpy(equation, sa, sb):
 @pytest.mark.parametrize("ax", [0, 1, 2])
 def test_small_stacks_equal_numpy(ax):
     arrays = [np.arange(6.0).reshape(2, 3) + k for k in range(4)]
-    np.testing.assert_array_equal(_stack_arrays(arrays, ax), np.stack(arrays, ax))
+    np.testing.assert_array_equal(stack_arrays(arrays, ax), np.stack(arrays, ax))
     mixed = [arrays[0], arrays[1].astype(np.float32)]
-    assert _stack_arrays(mixed, ax).dtype == np.stack(mixed, ax).dtype
+    assert stack_arrays(mixed, ax).dtype == np.stack(mixed, ax).dtype
     scalars = [np.array(1.5), np.array(2.5)]
-    np.testing.assert_array_equal(_stack_arrays(scalars, 0), [1.5, 2.5])
+    np.testing.assert_array_equal(stack_arrays(scalars, 0), [1.5, 2.5])
+
+
+def test_gradient_stacks_equal_numpy():
+    # unbind's backward stacks one gradient per slice: NumPy scalars of the slices' dtype
+    # (the copies path), 0-d arrays, arrays along a negative axis; another shape or a Python
+    # number goes to np.stack, which raises NumPy's error for shapes that do not match
+    scalars = [np.float32(k) * 1.5 for k in range(14)]
+    got = _stack(scalars, 0)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.stack(scalars, 0))
+    rows = [np.arange(3.0) + k for k in range(4)]
+    for axis in (0, 1, -1, -2):
+        np.testing.assert_array_equal(_stack(rows, axis), np.stack(rows, axis))
+    np.testing.assert_array_equal(_stack([1.0, np.float64(2.0)], 0), [1.0, 2.0])
+    with pytest.raises(ValueError):
+        _stack([np.zeros(3), np.zeros(1)], 1)
 
 
 def test_cross_by_take_equals_numpy():

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from tadiff._array import add_at, broadcast_apply, broadcast_copy, short_last_axis
+from tadiff._array import (
+    add_at,
+    broadcast_apply,
+    broadcast_copy,
+    short_last_axis,
+    stack_arrays,
+)
 from tadiff.ops._gamma import polygamma_array
 from tadiff.ops._special import erfcx_array, i0_array, i0e_array, i1_array, i1e_array
 from tadiff.ops.fast_loops import masked_array, put_array, relu_grad_array
@@ -391,6 +398,19 @@ def solve_triangular_array(a: np.ndarray, b: np.ndarray, upper: bool, unit: bool
     return np.linalg.solve(t, b)
 
 
+def _stack(xs: Sequence[Any], axis: int) -> np.ndarray:
+    """``np.stack(xs, axis)`` of gradients (``unbind``'s: one per slice, often NumPy scalars).
+    Arrays of one shape go through :func:`~tadiff._array.stack_arrays`, whose copies cost a
+    fraction of ``np.stack``'s own work on small arrays; anything else through ``np.stack``."""
+    shape = getattr(xs[0], "shape", None)
+    for x in xs:
+        if getattr(x, "shape", None) != shape or shape is None:
+            return np.stack(xs, axis)
+    if axis < 0:
+        axis += len(shape) + 1
+    return stack_arrays(xs, axis)
+
+
 def _masked(keep: Any, g: Any) -> Any:
     """``g`` where ``keep`` holds, exactly 0 elsewhere (also where ``g`` is NaN, as in torch);
     see :func:`tadiff.ops.fast_loops.masked_array`."""
@@ -545,7 +565,7 @@ ARRAY = SimpleNamespace(
     sum=lambda x, dims, keepdim: fast_sum(np.asarray(x), dims, keepdim),
     mean=lambda x, dims, keepdim: x.mean(axis=dims, keepdims=keepdim),
     cast=lambda x, dtype: np.asarray(x).astype(dtype, copy=False),
-    stack=lambda xs, axis: np.stack(xs, axis),
+    stack=_stack,
     cat=lambda xs, axis: np.concatenate(xs, axis),
     index_scatter=_index_scatter,
     put_positions=_put_positions,

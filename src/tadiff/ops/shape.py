@@ -22,6 +22,7 @@ from weakref import ref
 
 import numpy as np
 
+from tadiff._array import stack_arrays
 from tadiff._device import DEVICE_TYPES, check_device, device
 from tadiff.autograd.tensor import _Meta
 from tadiff.errors import DTypeError, InputError, ShapeError, type_name
@@ -407,30 +408,10 @@ def stack(tensors: Any, dim: int = 0, *, axis: Any = None) -> Tensor:
                 f"and {list(a.shape)} at entry {k}"
             )
     ax = dim if type(dim) is int and 0 <= dim <= len(shape) else norm_dim(dim, len(shape) + 1)
-    data = _stack_arrays(arrays, ax)
+    data = stack_arrays(arrays, ax)
     if needs_grad and _state.enabled:
         return record(d.StackBackward0, data, tuple(ts), (), (ax,))
     return _make(data)
-
-
-def _stack_arrays(arrays: list[np.ndarray], ax: int) -> np.ndarray:
-    """``np.stack(arrays, ax)``; a few arrays of one dtype are copied into a preallocated result
-    (``np.stack``'s own Python-level work costs several times the copies of small arrays)."""
-    first = arrays[0]
-    dtype = first.dtype
-    for a in arrays:  # a loop, not any(): its generator cost as much as stacking three scalars
-        if a.dtype != dtype:
-            return np.stack(arrays, axis=ax)
-    if ax == 0:
-        return np.array(arrays)  # equal shapes (checked): a new leading dim, C-contiguous
-    if len(arrays) > 16:
-        return np.stack(arrays, axis=ax)
-    shape = first.shape
-    out = np.empty((*shape[:ax], len(arrays), *shape[ax:]), dtype)
-    lead = (slice(None),) * ax
-    for i, a in enumerate(arrays):
-        out[(*lead, i)] = a
-    return out
 
 
 def _pieces(x: Tensor, sizes: list[int], ax: int, node: type) -> tuple[Tensor, ...]:
