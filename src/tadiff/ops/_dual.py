@@ -403,8 +403,10 @@ def _stack(xs: Sequence[Any], axis: int) -> np.ndarray:
     Arrays of one shape go through :func:`~tadiff._array.stack_arrays`, whose copies cost a
     fraction of ``np.stack``'s own work on small arrays; anything else through ``np.stack``."""
     shape = getattr(xs[0], "shape", None)
+    if shape is None:  # a Python number
+        return np.stack(xs, axis)
     for x in xs:
-        if getattr(x, "shape", None) != shape or shape is None:
+        if getattr(x, "shape", None) != shape:
             return np.stack(xs, axis)
     if axis < 0:
         axis += len(shape) + 1
