@@ -43,6 +43,14 @@ CORPUS = [
     ("y[i] = sigmoid(x[i]) * abs(x[i] - 1) + minimum(x[i], w[i]) ** w[i]", {"x": (3,), "w": (3,)}),
     ("y[i:4] = sum[k=0:i+1](x[k])", {"x": (4,)}),  # triangular (prefix) sum
     ("y[i] = a[] * x[i] + a[]**2", {"a": (), "x": (3,)}),  # a scalar argument
+    (  # a bias added to a convolution: the output starts from it (an addend, see root_addend)
+        "y[b,o,h,v] = c[o] + sum[k,i,j](x[b,k,h+i,v+j] * w[o,k,i,j])",
+        {"c": (2,), "x": (2, 2, 4, 5), "w": (2, 2, 2, 3)},
+    ),
+    (  # several addends, one of them subtracted, around a subtracted contraction
+        "z[i,j] = 2*u[i] - sum[k](x[i,k] * w[k,j]) + exp(v[j])",
+        {"u": (3,), "x": (3, 4), "w": (4, 2), "v": (2,)},
+    ),
     # regression: k = q - i - 1 >= 0 bounds the gathered sum (i <= q - 1); it must survive the
     # pruning of sum bounds, although 2*q == p + 1 with p >= 0 makes i <= 0 the tighter one
     # over the integers (q >= 1): over the rationals (q = 1/2) the sum would read x[-1, 0]

@@ -157,6 +157,8 @@ def test_conv_errors_name_what_is_wrong():
         F.conv2d(x, w, dilation=0)
     with pytest.raises(DTypeError, match="input has dtype float64 and weight float32"):
         F.conv2d(td.tensor(np.ones((1, 3, 8, 8))), w)
+    with pytest.raises(RuntimeError, match="bias has dtype float64 and input float32"):
+        F.conv2d(x, w, td.tensor(np.ones(4)))  # torch raises RuntimeError too
     with pytest.raises(InputError, match="in_channels=0; expected a positive int"):
         nn.Conv2d(0, 3, 3)
     with pytest.raises(InputError, match="mode='wrap'; expected one of"):

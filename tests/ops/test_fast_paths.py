@@ -12,14 +12,13 @@ import pytest
 
 import tadiff as td
 from tadiff._array import out_of_range, stack_arrays
+from tadiff._sums import fast_sum, sum_leading
 from tadiff.ops._dual import (
     _mul_sum_to,
     _stack,
     _sum_to,
     cross_array,
     einsum_array,
-    fast_sum,
-    sum_leading,
 )
 
 SHAPES_AND_DIMS = [
@@ -31,6 +30,9 @@ SHAPES_AND_DIMS = [
     ((5, 4, 3), None),
     ((6, 200), (1,)),  # a trailing block of 200: BLAS rows
     ((6, 300), (1,)),  # too long for BLAS: NumPy's path
+    ((16, 8, 8, 8), (0, 2, 3)),  # outer axes: BLAS rows of 64, then the batch
+    ((5, 4, 3), (0, 2)),
+    ((4, 3, 17, 17), (0, 2, 3)),  # rows of 289: NumPy's path
     ((3, 1), (1,)),
     ((0, 4), (1,)),
 ]

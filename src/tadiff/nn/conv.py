@@ -86,8 +86,12 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
 
 
 @cache
-def _definition(dims: int, stride: tuple[int, ...], dilation: tuple[int, ...]):
-    """The index-notation convolution (defined once per geometry; derivations are cached)."""
+def _definition(dims: int, stride: tuple[int, ...], dilation: tuple[int, ...], bias: bool = False):
+    """The index-notation convolution (defined once per geometry; derivations are cached).
+
+    With ``bias`` the bias is part of the definition, ``y = bias[o] + sum[...](...)``: the
+    kernels start each output element from it instead of adding it in a pass of its own, and
+    its gradient is one more derivative of the same backward node."""
     from tadiff.index import define
 
     out = ", ".join(_SPATIAL_NAMES[:dims])
@@ -96,7 +100,8 @@ def _definition(dims: int, stride: tuple[int, ...], dilation: tuple[int, ...]):
         f"{s}*{i} + {d}*{k}"
         for s, d, i, k in zip(stride, dilation, _SPATIAL_NAMES, _KERNEL_NAMES, strict=False)
     )
-    return define(f"y[b, o, {out}] = sum[c, {ker}](x[b, c, {reads}] * w[o, c, {ker}])")
+    start = "bias[o] + " if bias else ""
+    return define(f"y[b, o, {out}] = {start}sum[c, {ker}](x[b, c, {reads}] * w[o, c, {ker}])")
 
 
 def checked_operands(
@@ -175,18 +180,25 @@ def _conv(
             f"{where}: the (padded) input's spatial size {spatial} is smaller than the dilated "
             f"kernel {reach}"
         )
-    if x.data.shape[0]:
-        y = _definition(dims, stride, dilation)(x=x, w=weight)
-    else:
-        out = tuple((n - r) // s + 1 for n, r, s in zip(spatial, reach, stride, strict=True))
-        y = empty_batch((0, weight.data.shape[0], *out), x.data.dtype, x, weight)
     if bias is not None:
         bias = as_tensor_arg(bias, f"{where} bias")
         if bias.data.shape != (weight.data.shape[0],):
             raise ShapeError(
                 f"{where}: bias of shape {bias.data.shape}; expected ({weight.data.shape[0]},)"
             )
-        y = y + bias.reshape(-1, *([1] * dims))
+        if bias.dtype != x.dtype:
+            raise DTypeError(
+                f"{where}: bias has dtype {bias.dtype} and input {x.dtype}; expected one dtype"
+            )
+    if not x.data.shape[0]:
+        out = tuple((n - r) // s + 1 for n, r, s in zip(spatial, reach, stride, strict=True))
+        y = empty_batch((0, weight.data.shape[0], *out), x.data.dtype, x, weight)
+        if bias is not None:
+            y = y + bias.reshape(-1, *([1] * dims))
+    elif bias is None:
+        y = _definition(dims, stride, dilation)(x=x, w=weight)
+    else:
+        y = _definition(dims, stride, dilation, True)(x=x, w=weight, bias=bias)
     return y if batched else y.squeeze(0)
 
 

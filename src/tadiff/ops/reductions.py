@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tadiff._quiet import Quiet
+from tadiff._sums import fast_sum
 from tadiff.errors import InputError
 from tadiff.ops import derivatives as d
 from tadiff.ops._common import (
@@ -37,7 +38,6 @@ from tadiff.ops._common import (
     pick_axis,
     record,
 )
-from tadiff.ops._dual import fast_sum
 from tadiff.ops.fast_loops import exp_array
 
 #: What ``max(dim)``/``min(dim)`` return, like torch's ``torch.return_types.max``.

@@ -83,6 +83,7 @@ __all__ = [
     "defined_names",
     "loop_orders",
     "op_cost",
+    "root_addend",
     "scatter_orders",
     "shared_prefix",
     "strip_mine",
@@ -206,13 +207,15 @@ class Nest:
         placed: per placed subexpression ``(node, iterations, {index: (lo, hi)})``.
         peak: the most iterations of one block (what a vectorized evaluation materializes).
         zero_fill: whether the output must be zero-filled before the nest runs (it
-            accumulates, or a delta leaves most of it zero).
+            accumulates from zero, or a delta leaves most of it zero).
         private: the outputs summed over the parallel loop, one copy per thread (see
             :class:`Loop`).
         overhead: estimated cost of entering loops (bounds, set-up, the exit branch): what
             makes a short inner loop run many times dearer than one long loop.
         scatter: whether the nest runs over the forward's iteration space and adds into the
             derivative's elements (:func:`build_scatter_nest`).
+        addend: what the output starts from before it accumulates inside the sums, where the
+            body adds it to them (:func:`root_addend`); None: it starts from zero.
     """
 
     body: list
@@ -228,6 +231,7 @@ class Nest:
     private: tuple[str, ...] = ()
     overhead: float = 0.0
     scatter: bool = False
+    addend: Node | None = None
 
     @property
     def cost(self) -> float:
@@ -616,14 +620,64 @@ def _root_chain(body: Node) -> tuple[float, list[Node], list[Sum], Node] | None:
     return scale, rest, chain, chain[-1].body
 
 
+def _signed_terms(node: Node, negative: bool, out: list[tuple[bool, Node]]) -> None:
+    if isinstance(node, Op) and node.op in ("add", "sub"):
+        _signed_terms(node.args[0], negative, out)
+        _signed_terms(node.args[1], negative != (node.op == "sub"), out)
+    else:
+        out.append((negative, node))
+
+
+def root_addend(body: Node) -> tuple[Node, Node] | None:
+    """``body`` as ``addend + term``, where ``term`` is a product with one sum factor (see
+    :func:`_root_chain`) and ``addend`` is every other term of the body's sum: a bias added to
+    a contraction, ``c[o] + sum[k](x[b, k] * w[o, k])``. None when ``body`` is not a sum of
+    terms, or none of its terms has a sum factor.
+
+    An order that accumulates the output inside the term's sums (:func:`root_orders`) then
+    starts each output element from the addend instead of from zero.
+
+    Example:
+        >>> from tadiff.index import define
+        >>> addend, term = root_addend(define("y[o] = c[o] - sum[k](w[o, k])").body)
+        >>> str(addend), str(term)
+        ('c[o]', '-sum[k=0:w.shape[1]](w[o, k])')
+    """
+    terms: list[tuple[bool, Node]] = []
+    _signed_terms(body, False, terms)
+    if len(terms) < 2:
+        return None
+    for k, (negative, node) in enumerate(terms):
+        if _root_chain(node) is None:
+            continue
+        rest = terms[:k] + terms[k + 1 :]
+        if rest[0][0]:  # the addend's first term keeps its sign
+            rest[0] = (False, ir.neg(rest[0][1]))
+        return ir.associate(rest, ir.add, ir.sub), ir.neg(node) if negative else node
+    return None
+
+
+def _accumulated(body: Node) -> tuple[Node | None, tuple] | None:
+    """The addend (None if there is none) and :func:`_root_chain` of the term whose sums an
+    accumulating order loops over; None when the body has no such term."""
+    chain = _root_chain(body)
+    if chain is not None:
+        return None, chain
+    split = root_addend(body)
+    if split is None:
+        return None
+    return split[0], _root_chain(split[1])
+
+
 def root_orders(body: Node, out_vars: tuple[str, ...]) -> list[tuple[str, ...]]:
     """Candidate loop orders of the root: the output indices in order, with the outermost sums
-    of the body moved inside after each prefix of them (the last one is the natural order)."""
+    of the body (or of its term with a sum, see :func:`root_addend`) moved inside after each
+    prefix of them (the last one is the natural order)."""
     natural = [tuple(out_vars)]
-    found = _root_chain(body)
+    found = _accumulated(body)
     if found is None or not out_vars:
         return natural
-    chain = found[2]
+    chain = found[1][2]
     names = [s.var for s in chain]
     if set(names) & set(out_vars) or len(set(names)) != len(names):
         return natural
@@ -664,11 +718,17 @@ def build_nest(
     b = NestBuilder({**params, **sizes})
     order = tuple(order)
     accumulate = order != tuple(out_vars)
-    chain = _root_chain(body)
+    addend, chain = _accumulated(body) if accumulate else (None, None)
+    start = addend
     sums = {s.var: s for s in chain[2]} if accumulate else {}
     body, pinned = (body, {}) if accumulate else _pin_deltas(body, order)
     opened = []
     for position, var in enumerate(order):
+        if addend is not None and var in sums:
+            # the output loops opened so far fix a block of the output: it starts from the
+            # addend, just before the sums add into it (while the block is still in cache)
+            _store_addend(b, addend, out_name, out_vars, [v for v in out_vars if v not in b.env])
+            addend = None
         if var in sums:
             s = sums[var]
             lower, upper = s.lower, s.upper
@@ -704,9 +764,26 @@ def build_nest(
         order,
         b.placed,
         b.peak,
-        zero_fill=accumulate or bool(pinned),
+        zero_fill=(accumulate and start is None) or bool(pinned),
         overhead=b.overhead,
+        addend=start,
     )
+
+
+def _store_addend(
+    b: NestBuilder, addend: Node, out_name: str, out_vars: tuple[str, ...], remaining: list[str]
+) -> None:
+    """``out_name[out_vars] = addend`` over the output indices in ``remaining`` (in order),
+    inside the loops already open for the others."""
+    opened = []
+    for var in remaining:
+        d = out_vars.index(var)
+        lower = (Affine.constant(0),)
+        upper = (Affine.variable(size_param(out_name, d)) - 1,)
+        opened.append(b.open_loop(var, lower, upper, len(b.chain) - 1, parallel=not b.env))
+    b.store(out_name, tuple(Affine.variable(v) for v in out_vars), b.value(addend), False)
+    for loop, *saved in reversed(opened):
+        b.close_loop(loop, *saved)
 
 
 def _pin_deltas(body: Node, order: tuple[str, ...]) -> tuple[Node, dict[str, Affine]]:
@@ -895,9 +972,11 @@ def loop_orders(body: Node, out_vars: tuple[str, ...]) -> list[tuple[str, ...]]:
     first and the sums after them, and the sums first, before every output index (the order of
     a scatter: ``db[j, q] += ...`` inside a loop over ``i``, so that ``da[i, q]``, summed over
     ``j``, can come from the same pairs)."""
-    orders = root_orders(body, out_vars)
     found = _root_chain(body)
-    if found is not None and out_vars:
+    if found is None:  # an addend's orders (root_addend) are single nests' only
+        return [tuple(out_vars)]
+    orders = root_orders(body, out_vars)
+    if out_vars:
         chain = found[2]
         names = tuple(s.var for s in chain)
         if not set(names) & set(out_vars) and len(set(names)) == len(names):

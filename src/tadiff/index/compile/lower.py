@@ -37,6 +37,7 @@ import numpy as np
 from tadiff._optional import installed, usable
 from tadiff.errors import InputError, MissingDependencyError
 from tadiff.index.compile._shifted_sum import plan_shifted_sum
+from tadiff.index.compile.loops import root_addend
 from tadiff.index.compile.rewrite import product_factors
 from tadiff.index.compile.schedule import (
     Program,
@@ -45,7 +46,7 @@ from tadiff.index.compile.schedule import (
     memory_budget,
     plan_program,
 )
-from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy
+from tadiff.index.compile.vectorized import Kernel, lower_einsum, lower_numpy, with_addend
 from tadiff.index.expr import (
     Access,
     Affine,
@@ -55,6 +56,7 @@ from tadiff.index.expr import (
     Where,
     free_indices,
     substitute,
+    walk,
 )
 
 __all__ = ["AUTO_NUMBA_MIN_WORK", "lower_gradients", "lower_program", "stage_backends"]
@@ -66,12 +68,24 @@ takes one to a few seconds, once per machine (numba's disk cache keeps it for la
 processes)."""
 
 
+def _split_addend(body):
+    """``(addend, term)`` for a body that adds terms without sums to a sum nest (a bias added
+    to a convolution, see :func:`~tadiff.index.compile.loops.root_addend`), else None."""
+    split = root_addend(body)
+    if split is None or any(isinstance(n, Sum) for n in walk(split[0])):
+        return None
+    return split
+
+
 def _contraction_factors(body) -> list | None:
-    """The factors under a sum nest of a product of accesses — the nest possibly scaled, or
-    under a ``where`` whose other branch is zero (a strided convolution's input gradient,
-    masked by residue) — else None."""
+    """The factors under a sum nest of a product of accesses — the nest possibly scaled, added
+    to terms without sums (:func:`_split_addend`), or under a ``where`` whose other branch is
+    zero (a strided convolution's input gradient, masked by residue) — else None."""
     if isinstance(body, Where) and isinstance(body.other, Const) and body.other.value == 0:
         body = body.then
+    split = _split_addend(body)
+    if split is not None:
+        body = split[1]
     if not isinstance(body, Sum):
         _, factors = product_factors(body)
         sums = [f for f in factors if isinstance(f, Sum)]
@@ -169,10 +183,7 @@ def _numpy_kernel(stage: Stage, shapes: Mapping, dtype: np.dtype) -> Kernel:
     peak = stage.nest.peak * dtype.itemsize * 3  # a value and two operands alive at once
     budget = memory_budget()
     if _is_contraction_like(stage):
-        k = lower_numpy(fn, shapes, dtype, None, out_shape)
-        if "window-unrolled" not in k.source:  # im2col: contracting first may copy less
-            return plan_shifted_sum(fn, shapes, dtype, out_shape) or k
-        return k
+        return _contraction_kernel(fn, shapes, dtype, out_shape)
     if peak <= budget:
         return lower_numpy(fn, shapes, dtype, None, out_shape)
     if out_shape and out_shape[0] > 1 and peak / out_shape[0] <= budget:
@@ -181,6 +192,23 @@ def _numpy_kernel(stage: Stage, shapes: Mapping, dtype: np.dtype) -> Kernel:
     if found is not None:  # a row is too large alone: divide the outermost sum's range
         return _chunked_sum(fn, found, shapes, dtype, out_shape, peak / budget)
     return lower_numpy(fn, shapes, dtype, None, out_shape)
+
+
+def _contraction_kernel(fn, shapes: Mapping, dtype: np.dtype, out_shape) -> Kernel:
+    """The NumPy kernel of a contraction-like definition: window-unrolled BLAS products, else
+    the product-first plan where it copies less than im2col's, else im2col; an addend (a bias)
+    is added to the contraction's result as it is laid out (:func:`with_addend`)."""
+    split = _split_addend(fn.body)
+    if split is not None:
+        addend, term = split
+        inner_fn = definition(fn.out_name, fn.out_vars, out_shape, term, shapes, fn.args)
+        inner_shapes = {a: shapes[a] for a in inner_fn.args}
+        inner = _contraction_kernel(inner_fn, inner_shapes, dtype, out_shape)
+        return with_addend(inner, fn, addend, shapes, dtype, out_shape)
+    k = lower_numpy(fn, shapes, dtype, None, out_shape)
+    if "window-unrolled" not in k.source:  # im2col: contracting first may copy less
+        return plan_shifted_sum(fn, shapes, dtype, out_shape) or k
+    return k
 
 
 def _outer_sum(body) -> Sum | None:

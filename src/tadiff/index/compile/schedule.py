@@ -211,7 +211,10 @@ class Program:
     @staticmethod
     def _explain_nest(nest: Nest, loops: bool, lines: list[str]) -> None:
         order = ", ".join(nest.order) or "(scalar)"
-        how = "; output accumulated inside the sums" if nest.accumulate and not nest.scatter else ""
+        how = ""
+        if nest.accumulate and not nest.scatter:
+            start = "" if nest.addend is None else f" set to {nest.addend}, then"
+            how = f"; output{start} accumulated inside the sums"
         lines.append(f"    loops {order}{how}")
         lines.append(
             f"    estimated {_human(nest.ops)} operations, {_human(nest.loads)} loads, "

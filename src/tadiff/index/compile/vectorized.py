@@ -42,6 +42,7 @@ from math import gcd, lcm, prod
 import numpy as np
 
 from tadiff._array import pad_constant, strided_view
+from tadiff._sums import fast_sum
 from tadiff.index.compile._affine import integer_form
 from tadiff.index.compile._window_gemm import (
     WINDOW_MIN_SIDE,
@@ -68,7 +69,7 @@ from tadiff.index.expr import (
     walk,
 )
 
-__all__ = ["Kernel", "lower_einsum", "lower_numpy"]
+__all__ = ["Kernel", "lower_einsum", "lower_numpy", "with_addend"]
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -177,11 +178,25 @@ def lower_einsum(fn, params: Mapping[str, int], shapes: Mapping, out_shape, dtyp
             scale *= n
     kept = [v for v in fn.out_vars if v in letters]
     spec = ",".join(s for _, s in operands) + "->" + "".join(letters[v] for v in kept)
-    dummies = [np.empty(shapes[name], dtype=dtype) for name, _ in operands]
-    path = np.einsum_path(spec, *dummies, optimize="optimal" if len(operands) <= 4 else "greedy")[0]
     view = tuple(n if v in letters else 1 for v, n in zip(fn.out_vars, out_shape, strict=True))
     typed_scale = dtype.type(scale)
     names = [name for name, _ in operands]
+    axes = _summed_axes(operands, "".join(letters[v] for v in kept))
+    if axes is not None:  # one array summed over some of its axes: BLAS sums, no einsum
+        (name,) = names
+
+        def reduce(arrays: Arrays) -> np.ndarray:
+            result = fast_sum(arrays[name], axes, False)
+            if scale != 1.0:
+                result = result * typed_scale
+            result = np.asarray(result, dtype=dtype).reshape(view)
+            return result if view == out_shape else np.array(np.broadcast_to(result, out_shape))
+
+        return Kernel(
+            "einsum", reduce, tuple(out_shape), dtype, f"a sum of {name} over axes {axes}"
+        )
+    dummies = [np.empty(shapes[name], dtype=dtype) for name, _ in operands]
+    path = np.einsum_path(spec, *dummies, optimize="optimal" if len(operands) <= 4 else "greedy")[0]
 
     def run(arrays: Arrays) -> np.ndarray:
         result = np.einsum(spec, *(arrays[n] for n in names), optimize=path)
@@ -193,6 +208,20 @@ def lower_einsum(fn, params: Mapping[str, int], shapes: Mapping, out_shape, dtyp
     return Kernel(
         "einsum", run, tuple(out_shape), dtype, f"np.einsum({spec!r}, {', '.join(names)})"
     )
+
+
+def _summed_axes(operands: list[tuple[str, str]], kept: str) -> tuple[int, ...] | None:
+    """The axes summed away when the contraction is one array summed over some of its axes,
+    the others kept in order (``"boij->o"``: ``(0, 2, 3)``); else None (several operands, a
+    diagonal, a transposition, or nothing summed)."""
+    if len(operands) != 1:
+        return None
+    subs = operands[0][1]
+    if len(set(subs)) != len(subs) or len(kept) == len(subs):
+        return None
+    if "".join(c for c in subs if c in kept) != kept:
+        return None
+    return tuple(d for d, c in enumerate(subs) if c not in kept)
 
 
 # -- the vectorized lowering --------------------------------------------------------------------
@@ -976,6 +1005,54 @@ def lower_numpy(
     kernel = Kernel("numpy", run, out_shape, dtype, plan)
     if sides:
         kernel.narrow = any(min(s) < WINDOW_MIN_SIDE for s in sides)
+    return kernel
+
+
+def with_addend(inner: Kernel, fn, addend: Node, shapes, dtype, out_shape) -> Kernel:
+    """``inner``'s result plus ``addend``: the kernel of a body ``addend + term`` (a bias added
+    to a contraction, see :func:`~tadiff.index.compile.loops.root_addend`) from the kernel of
+    ``term``. The addend is evaluated broadcast (``c[o]`` stays a vector) and added in one pass,
+    into ``inner``'s result where that is a C-ordered array of the kernel's own, else into a
+    copy of it (a strided window product's view).
+
+    Example:
+        >>> import numpy as np
+        >>> from tadiff.index import define
+        >>> f = define("y[i, j] = c[j] + sum[k](a[i, k] * b[k, j])")
+        >>> term = define("y[i, j] = sum[k](a[i, k] * b[k, j])")
+        >>> shapes = {"a": (2, 3), "b": (3, 4), "c": (4,)}
+        >>> inner = lower_numpy(term, {"a": (2, 3), "b": (3, 4)}, np.float64)
+        >>> k = with_addend(inner, f, f.body.args[0], shapes, np.float64, (2, 4))
+        >>> k({"a": np.ones((2, 3)), "b": np.ones((3, 4)), "c": np.arange(4.0)})[0].tolist()
+        [3.0, 4.0, 5.0, 6.0]
+    """
+    dtype = np.dtype(dtype)
+    out_shape = tuple(out_shape)
+    planner = _Planner(fn, fn._params(shapes), shapes, out_shape, dtype, addend)
+    with np.errstate(all="ignore"):
+        plan = planner.plan(addend)
+    n_out = len(out_shape)
+
+    def run(arrays: Arrays) -> np.ndarray:
+        value = inner(arrays)
+        with np.errstate(all="ignore"):
+            extra = plan(arrays)
+            extra = extra.reshape(extra.shape[:n_out]) if extra.ndim > n_out else extra
+            own = (
+                value.flags.c_contiguous
+                and value.flags.writeable
+                and value.shape == out_shape
+                and value.dtype == dtype
+                and not any(np.may_share_memory(value, a) for a in arrays.values())
+            )
+            if not own:
+                # copied first, then added in place: NumPy's broadcast addition runs in short
+                # strided pieces when reading a product's layout, slower than both passes
+                value = np.array(np.broadcast_to(value, out_shape), dtype=dtype, order="C")
+            return np.add(value, extra, out=value)
+
+    kernel = Kernel("numpy", run, out_shape, dtype, f"{inner.source}; then {addend} added")
+    kernel.narrow = inner.narrow
     return kernel
 
 
