@@ -20,6 +20,7 @@ backward pass is recorded (``create_graph``) — the trick of PyTorch's ``SavedV
 from __future__ import annotations
 
 import traceback
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -90,6 +91,29 @@ class RemovableHandle:
                 return
 
 
+# The methods the backward pass calls on every node. CPython specializes an attribute access
+# for the one class it last saw at that place in the bytecode; a method shared by hundreds of
+# node classes sees a different class on nearly every call and reads its slots the slow, generic
+# way (about 150 instructions each, against 10). Each node class therefore gets these methods
+# with a code object of its own (the same code, its own inline caches): 2% of an LSTM's
+# gradient, whose backward runs a thousand small nodes.
+_PER_CLASS_METHODS = ("_apply", "_unpack", "_release")
+
+
+def _own_code(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with a copy of its code object (see ``_PER_CLASS_METHODS``)."""
+    copy = types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__doc__ = fn.__doc__
+    copy.__module__ = fn.__module__
+    copy.__annotations__ = fn.__annotations__
+    copy.__dict__.update(fn.__dict__)
+    return copy
+
+
 class Node:
     """A backward function: maps gradients of an op's outputs to gradients of its inputs.
 
@@ -106,6 +130,12 @@ class Node:
 
     __slots__ = ("__weakref__", "_args", "_extra", "_next", "_nrs", "_saved", "_versions")
     _n_outputs = 1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in _PER_CLASS_METHODS:
+            setattr(cls, name, _own_code(getattr(cls, name)))
+
     # True for nodes whose parameters hold data torch keeps as saved tensors (index arrays,
     # masks, a scalar factor): they are released with the saved tensors, so that a second
     # backward without retain_graph raises as in torch.

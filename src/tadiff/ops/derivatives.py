@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tadiff.autograd.graph import MultiOutputNode, Node
-from tadiff.ops._dual import ARRAY, GRAPH, channel_rows, keepdim_shape
+from tadiff.ops._dual import ARRAY, GRAPH, NOT_BROADCAST, channel_rows, keepdim_shape
 from tadiff.ops.batchnorm_passes import training_backward
 
 VJP = Callable[..., Any]
@@ -154,11 +154,47 @@ class NativeBatchNormBackward0(Node):
         return [None if dx is None else dx.reshape(x.shape), dw, db]
 
 
-def _node(name: str, *vjps: VJP | None, frees_args: bool = False) -> type[OpNode]:
+def _node(
+    name: str, *vjps: VJP | None, frees_args: bool = False, apply: VJP | None = None
+) -> type[OpNode]:
     """A node class; ``frees_args``: its parameters are data torch saves as tensors (released
-    after a backward pass without ``retain_graph``, see ``Node._frees_args``)."""
+    after a backward pass without ``retain_graph``, see ``Node._frees_args``); ``apply``: an
+    ``_apply`` of its own, for a shortcut before the formulas."""
     attrs = {"__slots__": (), "vjps": vjps, "__module__": __name__, "_frees_args": frees_args}
+    if apply is not None:
+        attrs["_apply"] = apply
     return type(name, (OpNode,), attrs)
+
+
+# Addition and subtraction of equal shapes (the op recorded NOT_BROADCAST): the gradient goes to
+# each input as it is (negated for the subtrahend), without the formulas' calls. Half the nodes
+# of a program that adds 0-d tensors in Python loops (``sum(t)``, a loss accumulated step by
+# step) are these.
+
+
+def _add_apply(self: OpNode, g: Any, create_graph: bool) -> list[Any]:
+    if self._args is NOT_BROADCAST:
+        return [g, g]
+    return OpNode._apply(self, g, create_graph)
+
+
+def _sub_apply(self: OpNode, g: Any, create_graph: bool) -> list[Any]:
+    if self._args is NOT_BROADCAST:
+        return [g, None if self._next[1] is None else -g]
+    return OpNode._apply(self, g, create_graph)
+
+
+def _mul_apply(self: OpNode, g: Any, create_graph: bool) -> list[Any]:
+    # a plain pass: the two formulas inline (the product's most frequent node)
+    if create_graph:
+        return OpNode._apply(self, g, create_graph)
+    a, b = self._unpack(False)
+    producers = self._next
+    mul_sum_to = ARRAY.mul_sum_to
+    return [
+        None if producers[0] is None else mul_sum_to(g, b, a.shape),
+        None if producers[1] is None else mul_sum_to(g, a, b.shape),
+    ]
 
 
 def _indexed(name: str, vjp: VJP) -> type[IndexedOpNode]:
@@ -686,10 +722,16 @@ ToCopyBackward0 = _node("ToCopyBackward0", lambda F, g, dtype: F.cast(g, dtype))
 # element-wise, two inputs (broadcasting: gradients are summed back to each input's shape)
 # ; shapes
 AddBackward0 = _node(
-    "AddBackward0", lambda F, g, sa, sb: F.sum_to(g, sa), lambda F, g, sa, sb: F.sum_to(g, sb)
+    "AddBackward0",
+    lambda F, g, sa, sb: F.sum_to(g, sa),
+    lambda F, g, sa, sb: F.sum_to(g, sb),
+    apply=_add_apply,
 )
 SubBackward0 = _node(
-    "SubBackward0", lambda F, g, sa, sb: F.sum_to(g, sa), lambda F, g, sa, sb: F.sum_to(-g, sb)
+    "SubBackward0",
+    lambda F, g, sa, sb: F.sum_to(g, sa),
+    lambda F, g, sa, sb: F.sum_to(-g, sb),
+    apply=_sub_apply,
 )
 # scalar - x
 RsubBackward1 = _node("RsubBackward1", lambda F, g: -g)
@@ -697,6 +739,7 @@ MulBackward0 = _node(
     "MulBackward0",
     lambda F, g, a, b: F.mul_sum_to(g, b, a.shape),
     lambda F, g, a, b: F.mul_sum_to(g, a, b.shape),
+    apply=_mul_apply,
 )
 # ; scalar
 MulScalarBackward0 = _node("MulBackward0", lambda F, g, s: g * s, None, frees_args=True)
@@ -910,8 +953,19 @@ def _one_key_scatter(F: Any, g: Any, shape: tuple[int, ...], key: Any) -> Any:
     return F.index_scatter(g, (key,), shape)
 
 
-SliceOneBackward0 = _node("SliceBackward0", _one_key_scatter)
-SelectOneBackward0 = _node("SelectBackward0", _one_key_scatter)
+def _one_key_apply(self: OpNode, g: Any, create_graph: bool) -> list[Any]:
+    # a plain pass: zeros with the gradient written at the key, which addresses each element
+    # once (rows picked in Python loops: the LSTM's state rows, bundle adjustment's points)
+    if create_graph:
+        return OpNode._apply(self, g, create_graph)
+    shape, key = self._args
+    out = np.zeros(shape, g.dtype if type(g) is np.ndarray else np.result_type(g))
+    out[key] = g
+    return [out]
+
+
+SliceOneBackward0 = _node("SliceBackward0", _one_key_scatter, apply=_one_key_apply)
+SelectOneBackward0 = _node("SelectBackward0", _one_key_scatter, apply=_one_key_apply)
 DiagonalBackward0 = _node("DiagonalBackward0", *IndexBackward0.vjps)
 # each window's first maximum (its flat position in the input); the input's shape — max
 # pooling whose windows tile the input: each position is written once, so no scatter-add
