@@ -419,7 +419,7 @@ def record(
     Returns:
         The output Tensor, whose ``grad_fn`` is the new node.
     """
-    node = _new(node_cls)
+    node = node_cls()  # (node classes have no __init__: cheaper than object.__new__(node_cls))
     n = len(inputs)
     if n == 1 and inputs[0] is not None and inputs[0].grad_fn is not None:
         # one input made by an op (views, unary functions, reductions): no loop, no list
@@ -491,7 +491,7 @@ def record_multi(
     differentiable in them). ``alike`` says every output has the first one's shape and dtype
     (``unbind``: the node then stores them once).
     """
-    node = _new(node_cls)
+    node = node_cls()
     _link(node, inputs)
     node._args = args
     node._extra = None
