@@ -67,8 +67,10 @@ A, B = RNG.standard_normal(5), RNG.standard_normal(5)
         lambda a, b: (a * b * b).sum(),
         lambda a, b: (a.reshape(5, 1) + b - a * b.reshape(5, 1)).exp().sum(),  # broadcasting
         lambda a, b: a[2] * b[1:4].sum() - a[0:2].prod() * b[4] + a[-1] * a[-1],
+        lambda a, b: (td.stack([a, b, a * b]) ** 2).sum() + td.stack([a, b], dim=1).sin().sum(),
+        lambda a, b: (td.stack([a[0], b[1], a[2] * b[3]]) * td.stack(list(b[:3]))).sum(),
     ],
-    ids=["add-sub", "sub-cubed", "mul", "broadcast", "select-slice"],
+    ids=["add-sub", "sub-cubed", "mul", "broadcast", "select-slice", "stack", "stack-scalars"],
 )
 def test_shortcut_nodes_match_central_differences(program) -> None:
     _check(program, A, B)
@@ -83,6 +85,7 @@ def test_shortcuts_skip_inputs_that_need_no_gradient() -> None:
         ((a + c).sum(), np.ones(5)),
         ((c * a).sum(), B),
         ((a * c).sum(), B),
+        ((td.stack([c, a, c]) * td.tensor([1.0, 2.0, 3.0]).reshape(3, 1)).sum(), 2 * np.ones(5)),
     ]:
         (g,) = td.autograd.grad(out, a)
         np.testing.assert_array_equal(g.data, expected)  # exact: no arithmetic but negation

@@ -197,8 +197,11 @@ def _mul_apply(self: OpNode, g: Any, create_graph: bool) -> list[Any]:
     ]
 
 
-def _indexed(name: str, vjp: VJP) -> type[IndexedOpNode]:
-    return type(name, (IndexedOpNode,), {"__slots__": (), "vjp": staticmethod(vjp)})
+def _indexed(name: str, vjp: VJP, apply: VJP | None = None) -> type[IndexedOpNode]:
+    attrs = {"__slots__": (), "vjp": staticmethod(vjp)}
+    if apply is not None:  # as _node's
+        attrs["_apply"] = apply
+    return type(name, (IndexedOpNode,), attrs)
 
 
 def _multi(name: str, vjp: VJP) -> type[MultiOpNode]:
@@ -932,9 +935,19 @@ ExpandBackward0 = _node("ExpandBackward0", lambda F, g, shape: F.sum_to(g, shape
 FlipBackward0 = _node("FlipBackward0", lambda F, g, dims: F.flip(g, dims))
 # ; axis, offsets
 CatBackward0 = _indexed("CatBackward0", _cat_piece)
+
+
+def _stack_apply(self: IndexedOpNode, g: Any, create_graph: bool) -> list[Any]:
+    # a plain pass of a stack along the first axis (small vectors and matrices assembled from
+    # scalars in Python): input i's gradient is g[i], without a formula call per input
+    if create_graph or self._args[0]:
+        return IndexedOpNode._apply(self, g, create_graph)
+    return [None if producer is None else g[i] for i, producer in enumerate(self._next)]
+
+
 # ; axis
 StackBackward0 = _indexed(
-    "StackBackward0", lambda F, g, i, axis: g[(slice(None),) * axis + (i,)]
+    "StackBackward0", lambda F, g, i, axis: g[(slice(None),) * axis + (i,)], _stack_apply
 )
 UnbindBackward0 = _multi("UnbindBackward0", lambda F, grads, axis: F.stack(grads, axis))
 SplitBackward0 = _multi("SplitBackward0", lambda F, grads, axis: F.cat(grads, axis))
