@@ -69,8 +69,20 @@ A, B = RNG.standard_normal(5), RNG.standard_normal(5)
         lambda a, b: a[2] * b[1:4].sum() - a[0:2].prod() * b[4] + a[-1] * a[-1],
         lambda a, b: (td.stack([a, b, a * b]) ** 2).sum() + td.stack([a, b], dim=1).sin().sum(),
         lambda a, b: (td.stack([a[0], b[1], a[2] * b[3]]) * td.stack(list(b[:3]))).sum(),
+        lambda a, b: (a / (b * b + 1)).sum() + (a.reshape(5, 1) / (b + 3)).sum() + a[1] / b[2],
+        lambda a, b: td.linalg.vector_norm(a) * b.norm() + td.stack([a, b]).norm(dim=0).sum(),
     ],
-    ids=["add-sub", "sub-cubed", "mul", "broadcast", "select-slice", "stack", "stack-scalars"],
+    ids=[
+        "add-sub",
+        "sub-cubed",
+        "mul",
+        "broadcast",
+        "select-slice",
+        "stack",
+        "stack-scalars",
+        "div",
+        "norm",
+    ],
 )
 def test_shortcut_nodes_match_central_differences(program) -> None:
     _check(program, A, B)
@@ -85,10 +97,13 @@ def test_shortcuts_skip_inputs_that_need_no_gradient() -> None:
         ((a + c).sum(), np.ones(5)),
         ((c * a).sum(), B),
         ((a * c).sum(), B),
+        ((a / c).sum(), 1 / B),
+        ((c / a).sum(), -B / A**2),
         ((td.stack([c, a, c]) * td.tensor([1.0, 2.0, 3.0]).reshape(3, 1)).sum(), 2 * np.ones(5)),
     ]:
         (g,) = td.autograd.grad(out, a)
-        np.testing.assert_array_equal(g.data, expected)  # exact: no arithmetic but negation
+        # a quotient's gradient rounds up to three times, in another order than here
+        np.testing.assert_allclose(g.data, expected, rtol=1e-15, atol=0)
 
 
 def test_sums_of_zero_dimensional_elements() -> None:
@@ -143,3 +158,14 @@ def test_a_subclass_using_zero_argument_super_still_works() -> None:
     y = td.autograd.graph.record(Doubled, x.data * 1.0, (x,))
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.data, [2.0, 2.0])
+
+
+def test_norm_gradient_is_zero_where_the_norm_is_zero() -> None:
+    # torch's convention at 0 (the general formula); the other rows take the quotient x / |x|
+    x = td.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=td.float64, requires_grad=True)
+    x.norm(dim=1).sum().backward()
+    assert not x.grad.data[0].any()  # exactly 0, not NaN
+    np.testing.assert_allclose(x.grad.data[1], [0.6, 0.8], rtol=1e-15)  # two roundings
+    y = td.tensor([3.0, 4.0], dtype=td.float64, requires_grad=True)
+    y.norm().backward()
+    np.testing.assert_allclose(y.grad.data, [0.6, 0.8], rtol=1e-15)

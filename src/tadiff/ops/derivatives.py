@@ -197,6 +197,26 @@ def _mul_apply(self: OpNode, g: Any, create_graph: bool) -> list[Any]:
     ]
 
 
+def _div_apply(self: OpNode, g: Any, create_graph: bool) -> list[Any]:
+    # a plain pass: both gradients from one quotient q = g / b (a's is q, b's is -q a / b),
+    # four array passes instead of five and no formula calls
+    if create_graph:
+        return OpNode._apply(self, g, create_graph)
+    a, b = self._unpack(False)
+    producers = self._next
+    q = g / b
+    grad_b = None
+    if producers[1] is not None:
+        grad_b = q * a  # a new array of the output's shape: the rest in place
+        if type(grad_b) is np.ndarray:
+            np.divide(grad_b, b, grad_b)
+            np.negative(grad_b, grad_b)
+        else:  # a NumPy scalar (0-d operands)
+            grad_b = -(grad_b / b)
+        grad_b = ARRAY.sum_to(grad_b, b.shape)
+    return [None if producers[0] is None else ARRAY.sum_to(q, a.shape), grad_b]
+
+
 def _indexed(name: str, vjp: VJP, apply: VJP | None = None) -> type[IndexedOpNode]:
     attrs = {"__slots__": (), "vjp": staticmethod(vjp)}
     if apply is not None:  # as _node's
@@ -315,6 +335,8 @@ def _pow_scalar_exponent(F: Any, g: Any, result: Any, base: float) -> Any:
 
 def _norm2(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
     rd = F.data(result)
+    if F is ARRAY and rd.all():  # no norm is 0 (the usual case): the quotient as it is
+        return F.unreduce(g / rd, x.shape, dims, keepdim) * x
     safe = F.where(rd == 0, 1, result)
     scale = _masked(F, rd != 0, g / safe)
     return F.unreduce(scale, x.shape, dims, keepdim) * x
@@ -750,6 +772,7 @@ DivBackward0 = _node(
     "DivBackward0",
     lambda F, g, a, b: F.sum_to(g / b, a.shape),
     lambda F, g, a, b: F.sum_to(-g * a / (b * b), b.shape),
+    apply=_div_apply,
 )
 # ; scalar
 DivScalarBackward0 = _node("DivBackward0", lambda F, g, s: g / s, None, frees_args=True)
