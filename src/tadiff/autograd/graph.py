@@ -95,8 +95,8 @@ class RemovableHandle:
 # for the one class it last saw at that place in the bytecode; a method shared by hundreds of
 # node classes sees a different class on nearly every call and reads its slots the slow, generic
 # way (about 150 instructions each, against 10). Each node class therefore gets these methods
-# with a code object of its own (the same code, its own inline caches): 2% of an LSTM's
-# gradient, whose backward runs a thousand small nodes.
+# with a code object of its own (the same code, its own inline caches): 1-2% of the
+# instructions of an LSTM's gradient, whose backward runs a thousand small nodes.
 _PER_CLASS_METHODS = ("_apply", "_unpack", "_release")
 
 
