@@ -1,15 +1,16 @@
 """tadiff's compiled loops (Numba installed) against its NumPy passes and torch eager, per op.
 
 The ops that run as compiled loops where Numba is installed (``tadiff.ops.fast_loops``,
-``tadiff.ops.batchnorm_passes``), each at the sizes of the PyTorch-programs benchmark (the CNN's
-first layer: 32 images, 8 channels of 16 x 16; log-sum-exp's 10 000 values), in three versions
-measured in the same run, alternated call by call in every round:
+``tadiff.ops.batchnorm_passes``, max pooling over tiling windows), each at the sizes of the
+PyTorch-programs benchmark (the CNN's first layer: 32 images, 8 channels of 16 x 16;
+log-sum-exp's 10 000 values), in three versions measured in the same run, alternated call by
+call in every round:
 
 * ``numpy``: tadiff with the loops' thresholds set out of reach (its NumPy passes);
 * ``compiled``: tadiff as installed (the loops);
 * ``torch``: the torch eager op doing the same work (``exp``, ``relu``,
-  ``threshold_backward``, ``max_pool2d_with_indices_backward``, ``native_batch_norm`` and its
-  backward).
+  ``threshold_backward``, ``max_pool2d`` with and without its indices,
+  ``max_pool2d_with_indices_backward``, ``native_batch_norm`` and its backward).
 
 Everything runs on one thread (BLAS pinned before NumPy loads, ``torch.set_num_threads(1)``).
 Each timing repeats its call until it lasts at least 5 ms and takes the CPU time per call; the
@@ -87,6 +88,19 @@ def _cases(dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
         return td.nn.functional.batch_norm(bx, None, None, bw, bb, training=True)
 
     node = td_bn_forward().grad_fn
+    # max pooling's comparisons branch on the data in NumPy and torch, and a CPU's branch
+    # predictor learns an input repeated call after call: each call pools the next of eight
+    # ReLU outputs (ties at 0, as in a CNN)
+    pool_inputs = [np.maximum(rng.standard_normal(shape), 0).astype(dtype) for _ in range(8)]
+    td_pool = [td.tensor(a, requires_grad=True) for a in pool_inputs]
+    torch_pool = [torch.from_numpy(a).requires_grad_(True) for a in pool_inputs]
+    turn = iter(range(1 << 62))
+
+    def pooled(library, grad):
+        inputs = (td_pool if library == "tadiff" else torch_pool)[next(turn) % 8]
+        pool = (td if library == "tadiff" else torch).nn.functional.max_pool2d
+        return pool(inputs if grad else inputs.detach(), 2)
+
     _, t_mean, t_invstd = torch.ops.aten.native_batch_norm(tx, tw, tb, None, None, True, 0.1, 1e-5)
     return {
         "exp, 10 000 values": {
@@ -107,6 +121,15 @@ def _cases(dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
         "relu gradient via a mask": {
             "tadiff": lambda: masked_array(~(r <= 0), g),
             "torch": lambda: torch.ops.aten.threshold_backward(tg, tr, 0),
+        },
+        "max pooling 2x2, forward": {
+            "tadiff": lambda: pooled("tadiff", False),
+            "torch": lambda: pooled("torch", False),
+        },
+        # the positions of the maxima too, saved for the gradient (torch: its indices)
+        "max pooling 2x2, forward for the gradient": {
+            "tadiff": lambda: pooled("tadiff", True),
+            "torch": lambda: pooled("torch", True),
         },
         "max pooling gradient (put)": {
             "tadiff": lambda: put_array(pooled_g, positions, shape),

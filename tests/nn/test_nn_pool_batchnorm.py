@@ -10,7 +10,8 @@ import tadiff as td
 from tadiff import nn
 from tadiff.errors import DTypeError, InputError, ShapeError
 from tadiff.nn import functional as F
-from tadiff.ops import batchnorm_passes
+from tadiff.nn import pooling
+from tadiff.ops import batchnorm_passes, fast_loops
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -24,6 +25,17 @@ def batchnorm_path(request, monkeypatch):
         pytest.importorskip("numba")
     fused_from = 0 if request.param == "fused" else 1 << 62
     monkeypatch.setattr(batchnorm_passes, "FUSED_MIN_SIZE", fused_from)
+    return request.param
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def pool_path(request, monkeypatch):
+    """Run a max-pooling test once with NumPy's passes and once with the compiled loop for
+    windows that tile the input (forced for every size; skipped without Numba)."""
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+    compiled_from = 0 if request.param == "compiled" else 1 << 62
+    monkeypatch.setattr(fast_loops, "FAST_LOOP_MIN_SIZE", compiled_from)
     return request.param
 
 
@@ -94,7 +106,9 @@ def _brute_force_max_pool(x, kernel, stride):
         (np.array([[[[np.nan, 0.0, 3.0, 3.0], [1.0, 1.0, 0.0, 0.0]]]]), (2, 2), (2, 2)),
     ],
 )
-def test_max_pool_ties_and_overlaps_route_the_gradient_to_the_first_maximum(x, kernel, stride):
+def test_max_pool_ties_and_overlaps_route_the_gradient_to_the_first_maximum(
+    x, kernel, stride, pool_path
+):
     # ties are where a library's choice is not an oracle: the expectation is built by loops
     want, winners = _brute_force_max_pool(x, kernel, stride)
     upstream = np.random.default_rng(0).standard_normal(want.shape)
@@ -108,6 +122,74 @@ def test_max_pool_ties_and_overlaps_route_the_gradient_to_the_first_maximum(x, k
     np.testing.assert_array_equal(out.data, want)  # selection: no arithmetic
     # up to four upstream values meet in one input element, summed in either order
     np.testing.assert_allclose(t.grad.data, want_grad, rtol=0, atol=1e-14)
+
+
+def _first_maxima_oracle(x, kernel):
+    """Windows that tile ``x``: each one's maximum and the flat position in ``x`` of its first
+    maximum (row-major; the first NaN where there is one), by NumPy's ``argmax`` over the window
+    values laid out on an axis of their own, an independent route to the same choice."""
+    dims = len(kernel)
+    out = [n // k for n, k in zip(x.shape[2:], kernel, strict=True)]
+    tiled = x.reshape(*x.shape[:2], *(v for o, k in zip(out, kernel, strict=True) for v in (o, k)))
+    # (n, c, out..., window...) with the window's positions flattened row-major
+    order = [0, 1, *range(2, 2 + 2 * dims, 2), *range(3, 3 + 2 * dims, 2)]
+    windows = tiled.transpose(order).reshape(*x.shape[:2], *out, -1)
+    inside = windows.argmax(axis=-1)
+    offsets = np.unravel_index(inside, kernel)
+    grids = np.indices(inside.shape)
+    index = (grids[0], grids[1], *(grids[2 + d] * kernel[d] + offsets[d] for d in range(dims)))
+    return x[index], np.ravel_multi_index(index, x.shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    ("shape", "kernel"),
+    [
+        ((16, 8, 16, 16), (2, 2)),
+        ((8, 4, 24, 18), (3, 3)),
+        ((8, 4, 24, 18), (2, 3)),
+        ((8, 8, 160), (2,)),
+        ((8, 8, 159), (3,)),
+    ],
+)
+def test_max_pool_over_tiling_windows_of_large_inputs_matches_an_argmax_oracle(
+    shape, kernel, dtype, pool_path
+):
+    # at least FAST_LOOP_MIN_SIZE values, so the default threshold takes the compiled loop too;
+    # values from {-inf, -1, -0.0, 0, 1} (ties everywhere, zeros of both signs) and a few NaNs
+    rng = np.random.default_rng(len(shape) * 10 + kernel[-1])
+    x = rng.choice(np.array([-np.inf, -1.0, -0.0, 0.0, 1.0]), size=shape).astype(dtype)
+    x.reshape(-1)[rng.choice(x.size, x.size // 200, replace=False)] = np.nan
+    want, positions = _first_maxima_oracle(x, kernel)
+    t = td.tensor(x, requires_grad=True)
+    out = (F.max_pool2d if len(kernel) == 2 else F.max_pool1d)(t, kernel)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out.data, want)  # a selection: exact, NaN where NaN
+    upstream = rng.standard_normal(want.shape).astype(dtype)
+    out.backward(td.tensor(upstream))  # not through a sum, which would meet inf - inf
+    want_grad = np.zeros(x.size, dtype)
+    want_grad[positions.reshape(-1)] = upstream.reshape(-1)  # each input at most once: exact
+    np.testing.assert_array_equal(t.grad.data.reshape(-1), want_grad)
+    if pool_path == "compiled":
+        assert pooling._compiled_max_pool(x, kernel) is not None  # the loop ran
+        # the loop returns the value at the first maximum: a tie of -0.0 and 0.0 keeps the
+        # first one's sign, as torch does
+        np.testing.assert_array_equal(np.signbit(out.data), np.signbit(want))
+
+
+def test_compiled_max_pool_leaves_strided_3d_and_integer_inputs_to_numpy(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(fast_loops, "FAST_LOOP_MIN_SIZE", 0)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8))
+    assert pooling._compiled_max_pool(x, (2, 2)) is not None
+    assert pooling._compiled_max_pool(x.transpose(0, 1, 3, 2), (2, 2)) is None
+    assert pooling._compiled_max_pool(x.reshape(2, 3, 4, 4, 4), (2, 2, 2)) is None
+    assert pooling._compiled_max_pool(x.astype(np.int64), (2, 2)) is None
+    # a transposed input still pools as the NumPy passes do
+    t = td.tensor(x).transpose(2, 3)
+    np.testing.assert_array_equal(
+        F.max_pool2d(t, 2).data, _first_maxima_oracle(np.ascontiguousarray(t.data), (2, 2))[0]
+    )
 
 
 def test_pooling_layers_unbatched_and_second_order():
