@@ -88,18 +88,30 @@ def _cases(dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
         return td.nn.functional.batch_norm(bx, None, None, bw, bb, training=True)
 
     node = td_bn_forward().grad_fn
-    # max pooling's comparisons branch on the data in NumPy and torch, and a CPU's branch
-    # predictor learns an input repeated call after call: each call pools the next of eight
-    # ReLU outputs (ties at 0, as in a CNN)
-    pool_inputs = [np.maximum(rng.standard_normal(shape), 0).astype(dtype) for _ in range(8)]
-    td_pool = [td.tensor(a, requires_grad=True) for a in pool_inputs]
-    torch_pool = [torch.from_numpy(a).requires_grad_(True) for a in pool_inputs]
+    # ReLU's gradient and max pooling choose by the data, and a CPU's branch predictor learns
+    # an input repeated call after call (a branching loop then looks faster than it is in a
+    # program): each call of these takes the next of eight ReLU outputs (ties at 0, as in a
+    # CNN) and gradients
+    relu_outputs = [np.maximum(rng.standard_normal(shape), 0).astype(dtype) for _ in range(8)]
+    grads = [rng.standard_normal(shape).astype(dtype) for _ in range(8)]
+    td_pool = [td.tensor(a, requires_grad=True) for a in relu_outputs]
+    torch_pool = [torch.from_numpy(a).requires_grad_(True) for a in relu_outputs]
+    torch_relu_outputs = [torch.from_numpy(a) for a in relu_outputs]
+    torch_grads = [torch.from_numpy(a) for a in grads]
     turn = iter(range(1 << 62))
 
     def pooled(library, grad):
         inputs = (td_pool if library == "tadiff" else torch_pool)[next(turn) % 8]
         pool = (td if library == "tadiff" else torch).nn.functional.max_pool2d
         return pool(inputs if grad else inputs.detach(), 2)
+
+    def relu_gradient(library, via_mask=False):
+        k = next(turn) % 8
+        if library == "torch":
+            return torch.ops.aten.threshold_backward(torch_grads[k], torch_relu_outputs[k], 0)
+        if via_mask:
+            return masked_array(~(relu_outputs[k] <= 0), grads[k])
+        return relu_grad_array(relu_outputs[k], grads[k])
 
     _, t_mean, t_invstd = torch.ops.aten.native_batch_norm(tx, tw, tb, None, None, True, 0.1, 1e-5)
     return {
@@ -113,14 +125,14 @@ def _cases(dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
         },
         "relu": {"tadiff": lambda: relu_array(x), "torch": lambda: torch.relu(tx)},
         "relu gradient": {
-            "tadiff": lambda: relu_grad_array(r, g),
-            "torch": lambda: torch.ops.aten.threshold_backward(tg, tr, 0),
+            "tadiff": lambda: relu_gradient("tadiff"),
+            "torch": lambda: relu_gradient("torch"),
         },
         # the same gradient as a NumPy comparison and the masked selection (clamp's and
         # where's gradients still take it; ReLU's did before its own loop)
         "relu gradient via a mask": {
-            "tadiff": lambda: masked_array(~(r <= 0), g),
-            "torch": lambda: torch.ops.aten.threshold_backward(tg, tr, 0),
+            "tadiff": lambda: relu_gradient("tadiff", via_mask=True),
+            "torch": lambda: relu_gradient("torch"),
         },
         "max pooling 2x2, forward": {
             "tadiff": lambda: pooled("tadiff", False),
