@@ -26,8 +26,18 @@ where the same kind of work is counted. The cost of switching the count on and o
 once, is subtracted: counts of a few thousand instructions (views, a flatten) are within its
 spread and shown as at least 0.
 
+``--in-program`` times the layers where the whole program runs them instead: each library in a
+worker process of its own (as ``benchmarks/programs.py`` times whole programs), the program's own
+``gradient`` (a copy of the model, four SGD steps) called ``--calls`` times, with a pre- and a
+post-hook on every layer and on the backward node of every layer's output (torch's
+``Node.register_prehook``/``register_hook``, the same in tadiff). Layers then see the caches as
+the program leaves them: each library's own earlier layers, no other library's. The workers of
+the two libraries alternate ``--runs`` times (tadiff first in even runs); the table gives, per
+layer and node, the median over the runs of its mean time per step, and the CPU time per
+``gradient`` call. The hooks add the same few microseconds per layer to both libraries.
+
 Run: ``python benchmarks/cnn_layers.py [--dtype float32] [--rounds 40] [--memory]
-[--instructions [--calls 20]]``.
+[--instructions [--calls 20]] [--in-program [--runs 6] [--calls 20]]``.
 """
 
 from __future__ import annotations
@@ -255,6 +265,90 @@ def run(dtype: str, rounds: int, memory: bool) -> None:
         )
 
 
+def _hooked_child(backend: str, dtype: str, calls: int) -> None:
+    """``--in-program``'s worker: the program's ``gradient`` with every layer and its output's
+    backward node timed by hooks; prints JSON ``{"stage": seconds per step, ...}``."""
+    import json
+    import types
+
+    spec = importlib.util.spec_from_file_location("program_alias", PROGRAM.parent / "alias.py")
+    alias = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(alias)
+    program = alias.load_program(PROGRAM, backend)
+    program.torch.set_num_threads(1)
+    inputs = program.make_inputs("bench", dtype)
+    spent: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    started: dict[str, float] = {}
+
+    def timed(name: str) -> tuple[Any, Any]:
+        def before(*_: Any) -> None:
+            started[name] = time.perf_counter()
+
+        def after(*_: Any) -> None:
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - started[name]
+            counts[name] = counts.get(name, 0) + 1
+
+        return before, after
+
+    def hooked_copy(model: Any) -> Any:  # the program copies its model: hook the copy
+        model = copy.deepcopy(model)
+        kinds: dict[str, int] = {}
+        for layer in [*model.features, model.classifier]:
+            kind = type(layer).__name__
+            kinds[kind] = kinds.get(kind, 0) + 1
+            name = f"{kind} {kinds[kind]}"
+            before, after = timed(f"forward {name}")
+            layer.register_forward_pre_hook(before)
+
+            def hook_output(_: Any, __: Any, out: Any, name: str = name, after: Any = after):
+                after()
+                if out.grad_fn is not None:
+                    node_before, node_after = timed(f"backward {name}")
+                    out.grad_fn.register_prehook(node_before)
+                    out.grad_fn.register_hook(node_after)
+
+            layer.register_forward_hook(hook_output)
+        return model
+
+    program.copy = types.SimpleNamespace(deepcopy=hooked_copy)
+    for _ in range(3):  # compile kernels, warm caches
+        program.gradient(inputs)
+    spent.clear()
+    counts.clear()
+    start = time.process_time()
+    for _ in range(calls):
+        program.gradient(inputs)
+    per_call = (time.process_time() - start) / calls
+    result = {name: spent[name] / counts[name] for name in spent}
+    print(json.dumps({"gradient call": per_call, **result}))
+
+
+def in_program(dtype: str, runs: int, calls: int) -> None:
+    """Per layer, in the program as it runs (see the module docstring)."""
+    import json
+
+    per: dict[str, dict[str, list[float]]] = {lib: {} for lib in LIBRARIES}
+    for r in range(runs):
+        for lib in LIBRARIES if r % 2 == 0 else reversed(LIBRARIES):
+            argv = [sys.executable, __file__, "--hooked-child", lib, "--dtype", dtype]
+            argv += ["--calls", str(calls)]
+            out = subprocess.run(argv, capture_output=True, text=True, check=True)
+            for name, seconds in json.loads(out.stdout.strip().splitlines()[-1]).items():
+                per[lib].setdefault(name, []).append(seconds * 1e3)
+    title = (
+        f"CNN training in the program, by layer, {dtype}, one thread, ms per step (per call "
+        f"for the whole gradient), medians of {runs} runs of {calls} calls"
+    )
+    print(f"\n**{title}**\n")
+    print("| stage | tadiff ms | torch ms | tadiff / torch |")
+    print("|---|---:|---:|---:|")
+    for name in per["tadiff"]:
+        ours, theirs = (statistics.median(per[lib][name]) for lib in LIBRARIES)
+        label = f"**{name}**" if name == "gradient call" else name
+        print(f"| {label} | {ours:.3f} | {theirs:.3f} | {ours / theirs:.2f}× |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", choices=("float32", "float64", "both"), default="both")
@@ -264,13 +358,25 @@ def main() -> None:
         "--instructions", action="store_true",
         help="count instructions per stage and backward node with valgrind's callgrind",
     )  # fmt: skip
-    parser.add_argument("--calls", type=int, default=20, help="with --instructions: calls counted")
+    parser.add_argument(
+        "--calls", type=int, default=20,
+        help="with --instructions: calls counted; with --in-program: gradient calls per worker",
+    )  # fmt: skip
+    parser.add_argument(
+        "--in-program", action="store_true",
+        help="time each layer inside the program's own gradient, a worker per library",
+    )  # fmt: skip
+    parser.add_argument("--runs", type=int, default=6, help="with --in-program: workers each")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    parser.add_argument("--hooked-child", help=argparse.SUPPRESS)
     parser.add_argument("--counting-child", help=argparse.SUPPRESS)
     parser.add_argument("--stage-names", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         _memory_child(args.memory_child, args.dtype)
+        return
+    if args.hooked_child:
+        _hooked_child(args.hooked_child, args.dtype, args.calls)
         return
     if args.counting_child:
         _counting_child(args.counting_child, args.dtype, args.calls)
@@ -284,7 +390,10 @@ def main() -> None:
         return
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for dtype in ("float32", "float64") if args.dtype == "both" else (args.dtype,):
-        run(dtype, args.rounds, args.memory)
+        if args.in_program:
+            in_program(dtype, args.runs, args.calls)
+        else:
+            run(dtype, args.rounds, args.memory)
     print("\nload average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
