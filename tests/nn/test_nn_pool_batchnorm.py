@@ -185,6 +185,7 @@ def test_compiled_max_pool_leaves_strided_3d_and_integer_inputs_to_numpy(monkeyp
     assert pooling._compiled_max_pool(x.transpose(0, 1, 3, 2), (2, 2)) is None
     assert pooling._compiled_max_pool(x.reshape(2, 3, 4, 4, 4), (2, 2, 2)) is None
     assert pooling._compiled_max_pool(x.astype(np.int64), (2, 2)) is None
+    assert pooling._compiled_max_pool(np.zeros((2, 3, 0, 8)), (2, 2)) is None
     # a transposed input still pools as the NumPy passes do
     t = td.tensor(x).transpose(2, 3)
     np.testing.assert_array_equal(
