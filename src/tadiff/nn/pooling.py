@@ -163,7 +163,7 @@ def _compiled_max_pool(
     NumPy's passes run: Numba missing, a 3-d pooling, fewer than ``FAST_LOOP_MIN_SIZE`` values,
     a dtype other than float32/float64 or an input that is not C-contiguous. For the 2 x 2
     pooling of 32 x 8 images of 16 x 16 (float64, maxima and positions), NumPy's passes take
-    3.7x the loop's time and torch's ``max_pool2d`` 3.5x (``benchmarks/fast_loops.py``)."""
+    3.4x the loop's time, and so does torch's ``max_pool2d`` (``benchmarks/fast_loops.py``)."""
     if len(kernel) > 2 or not data.size or not loops_apply(data):
         return None
     from tadiff.nn import _pooling_numba
