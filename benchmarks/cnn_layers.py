@@ -63,14 +63,19 @@ PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "pytorch_programs" 
 LIBRARIES = ("tadiff", "torch")
 
 
-def _load(backend: str, dtype: str) -> dict[str, Any]:
-    """The CNN program on ``backend``: its module, a training copy of its model, one batch."""
+def _program(backend: str, dtype: str) -> tuple[Any, dict[str, Any]]:
+    """The CNN program's module on ``backend`` (one thread) and its ``"bench"`` inputs."""
     spec = importlib.util.spec_from_file_location("program_alias", PROGRAM.parent / "alias.py")
     alias = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(alias)
     program = alias.load_program(PROGRAM, backend)
     program.torch.set_num_threads(1)
-    inputs = program.make_inputs("bench", dtype)
+    return program, program.make_inputs("bench", dtype)
+
+
+def _load(backend: str, dtype: str) -> dict[str, Any]:
+    """The CNN program on ``backend``: its module, a training copy of its model, one batch."""
+    program, inputs = _program(backend, dtype)
     model = copy.deepcopy(inputs["model"])
     model.train()
     batch = len(inputs["images"]) // 2
@@ -271,12 +276,7 @@ def _hooked_child(backend: str, dtype: str, calls: int) -> None:
     import json
     import types
 
-    spec = importlib.util.spec_from_file_location("program_alias", PROGRAM.parent / "alias.py")
-    alias = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(alias)
-    program = alias.load_program(PROGRAM, backend)
-    program.torch.set_num_threads(1)
-    inputs = program.make_inputs("bench", dtype)
+    program, inputs = _program(backend, dtype)
     spent: dict[str, float] = {}
     counts: dict[str, int] = {}
     started: dict[str, float] = {}
