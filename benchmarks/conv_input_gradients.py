@@ -12,7 +12,12 @@ times, the ratios, the memory each tadiff layout allocates at its peak (``tracem
 torch's allocations are not traced, so its column is absent), and the layout tadiff takes by
 itself (``taken``: flat where the margin's extra passes are few, see ``FLAT_MARGIN_PASSES``).
 
-Run: ``python benchmarks/conv_input_gradients.py [--dtype float32] [--rounds 15]``.
+``--padded`` differentiates the zero-padded convolution instead (padding ``k // 2`` written
+into the definition as clipped sum ranges, the offsets that read inside ``x``): the input
+gradient is then the input's own, as torch's, where the default rows differentiate the
+convolution of an already padded input and crop the margin off for the comparison.
+
+Run: ``python benchmarks/conv_input_gradients.py [--dtype float32] [--rounds 15] [--padded]``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,24 @@ CONV = {
     1: "y[b, o, t] = sum[c, k](x[b, c, t + k] * w[o, c, k])",
     2: "y[b, o, i, j] = sum[c, p, q](x[b, c, i + p, j + q] * w[o, c, p, q])",
 }
+
+
+def padded_conv(kernel: tuple[int, ...]) -> str:
+    """The convolution zero-padded by ``k // 2`` on both sides (odd kernels: the output has the
+    input's size), the padding as clipped sum ranges."""
+    outs, sums, reads = [], [], []
+    for axis, (u, v, k) in enumerate(zip("ij", "pq", kernel, strict=False), start=2):
+        half = k // 2
+        outs.append(f"{u}:x.shape[{axis}] + {2 * half + 1} - w.shape[{axis}]")
+        inside = f"min(w.shape[{axis}], x.shape[{axis}] + {half} - {u})"
+        sums.append(f"{v}=max(0, {half} - {u}):{inside}")
+        reads.append(f"{u} + {v} - {half}")
+    window = ", ".join("pq"[: len(kernel)])
+    return (
+        f"y[b, o, {', '.join(outs)}] = sum[c, {', '.join(sums)}]"
+        f"(x[b, c, {', '.join(reads)}] * w[o, c, {window}])"
+    )
+
 
 # (name, batch, channels in, channels out, image side or length, kernel)
 CASES = [
@@ -64,7 +87,7 @@ def _peak_mib(fn) -> float:
     return peak / 2**20
 
 
-def run(dtype: str, rounds: int) -> None:
+def run(dtype: str, rounds: int, padded_definition: bool = False) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -73,8 +96,12 @@ def run(dtype: str, rounds: int) -> None:
     rows = []
     for name, batch, c_in, c_out, image, kernel in CASES:
         dims = len(image)
-        g = define(CONV[dims]).grad("x")
-        padded = tuple(n + k - 1 for n, k in zip(image, kernel, strict=True))
+        if padded_definition:
+            g = define(padded_conv(kernel)).grad("x")
+            padded = image
+        else:
+            g = define(CONV[dims]).grad("x")
+            padded = tuple(n + k - 1 for n, k in zip(image, kernel, strict=True))
         shapes = {
             "x": (batch, c_in, *padded),
             "w": (c_out, c_in, *kernel),
@@ -105,7 +132,7 @@ def run(dtype: str, rounds: int) -> None:
 
         want = torch_dx().numpy()
         crop = (slice(k // 2, k // 2 + n) for k, n in zip(kernel, image, strict=True))
-        inner = (slice(None), slice(None), *crop)
+        inner = (slice(None), slice(None), *crop) if not padded_definition else ...
         np.testing.assert_allclose(flat[inner], want, rtol=1e-4, atol=1e-4)
         fns = {
             "exact": lambda k=layouts["exact"], a=arrays: k(a),
@@ -119,8 +146,9 @@ def run(dtype: str, rounds: int) -> None:
         med = {k: statistics.median(v) for k, v in times.items()}
         peaks = {k: _peak_mib(fns[k]) for k in ("exact", "flat")}
         rows.append((name, med, peaks, taken))
+    what = "of zero-padded convolutions" if padded_definition else "product first"
     print(
-        f"\n**Input gradients, product first, {dtype}, one thread, µs (median of {rounds} "
+        f"\n**Input gradients, {what}, {dtype}, one thread, µs (median of {rounds} "
         "rounds' best of 3)**\n"
     )
     print(
@@ -140,9 +168,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--padded", action="store_true", help="the zero-padded convolution's own input gradient"
+    )
     args = parser.parse_args()
     print(f"Load average at start: {os.getloadavg()[0]:.2f}")
-    run(args.dtype, args.rounds)
+    run(args.dtype, args.rounds, args.padded)
     print(f"\nLoad average at end: {os.getloadavg()[0]:.2f}")
 
 

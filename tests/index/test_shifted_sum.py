@@ -137,6 +137,44 @@ def test_input_gradients_of_random_convolutions_take_the_flat_layout(seed, dtype
     np.testing.assert_allclose(got, _input_gradient(arrays["dy"], arrays["w"]), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("seed", range(8))
+def test_input_gradients_of_zero_padded_convolutions_take_the_flat_layout(seed, dtype):
+    # padding written as clipped sum ranges (the window offsets that read inside x): the input
+    # gradient's offsets then reach before and past its output, so the grid is longer than the
+    # output and the result a window of it; padding before and after drawn independently
+    rng = np.random.default_rng(100 + seed)
+    dims = int(rng.integers(1, 3))
+    kernel = tuple(int(k) for k in rng.integers(2, 5, dims))
+    pads = [tuple(int(p) for p in rng.integers(0, k, 2)) for k in kernel]
+    image = tuple(k + int(rng.integers(0, 5)) for k in kernel)
+    batch, c_in, c_out = (int(n) for n in rng.integers(1, 6, 3))
+    names, window = "hv"[:dims], "ij"[:dims]
+    outs, sums, reads = [], [], []
+    for a, (h, k, (lo, hi)) in enumerate(zip(names, window, pads, strict=True), start=2):
+        outs.append(f"{h}:x.shape[{a}] + {lo + hi + 1} - w.shape[{a}]")
+        sums.append(f"{k}=max(0, {lo} - {h}):min(w.shape[{a}], x.shape[{a}] + {lo} - {h})")
+        reads.append(f"{h} + {k} - {lo}")
+    f = define(
+        f"y[b,o,{','.join(outs)}] = sum[c,{','.join(sums)}]"
+        f"(x[b,c,{','.join(reads)}] * w[o,c,{','.join(window)}])"
+    ).grad("x")
+    out = tuple(n + lo + hi - k + 1 for n, k, (lo, hi) in zip(image, kernel, pads, strict=True))
+    shapes = {"x": (batch, c_in, *image), "w": (c_out, c_in, *kernel), "dy": (batch, c_out, *out)}
+    shapes = {a: shapes[a] for a in f.args}
+    kernel_fn = plan_shifted_sum(f, shapes, dtype, f.output_shape(**shapes), False, "flat")
+    assert kernel_fn is not None and "flat layout" in kernel_fn.source
+    arrays = {a: rng.standard_normal(s) for a, s in shapes.items()}
+    got = kernel_fn({a: v.astype(dtype) for a, v in arrays.items()})
+    # the oracle: the unpadded input gradient of the padded input, cropped to the input
+    crop = tuple(slice(lo, lo + n) for (lo, _), n in zip(pads, image, strict=True))
+    expected = _input_gradient(arrays["dy"], arrays["w"])[(slice(None), slice(None), *crop)]
+    assert got.shape == expected.shape == shapes["x"]
+    # float32: sums of up to 5 * 16 products of size ~1 in another order than the oracle
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
 def _input_gradient(dy, w):
     """The input gradient of a stride-1 convolution by its definition, one window offset at
     a time (each adds its channel product into the input positions that offset reads)."""

@@ -296,13 +296,16 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
     with one contiguous addition over every channel and image at once. Entries moved past
     their own row or image are the zeros of the grid's margin.
 
-    It applies where every offset keeps every stored entry inside its own grid line
-    (``0 <= t`` and ``t + extent <= size`` on each window axis: a "full" correlation, as an
-    input gradient is). The shifted operand is zero-padded to the grid along all but its first
-    window axis (whose extra rows are a suffix of each grid plane: ``P`` leaves them zero
-    without a product), and the product runs once per row of the shifted operand's own output
-    axes, written straight into its place in ``P``. A non-finite ``k`` would turn those padded
-    zeros into NaN (``0 * inf``) and add it to real outputs: such calls take the exact layout.
+    The grid spans every position an offset moves a stored entry to: the output's size for a
+    "full" correlation (an input gradient, ``0 <= t`` and ``t + extent <= size``), longer where
+    an offset reaches before or past the output (the input gradient of a zero-padded
+    convolution, ``t = -1`` for padding 1), the output then being a window of the grid, copied
+    out at the end as the result is anyway. The shifted operand is zero-padded to the grid
+    along all but its first window axis (whose extra rows are a suffix of each grid plane: ``P``
+    leaves them zero without a product), and the product runs once per row of the shifted
+    operand's own output axes, written straight into its place in ``P``. A non-finite ``k``
+    would turn those padded zeros into NaN (``0 * inf``) and add it to real outputs: such calls
+    take the exact layout.
 
     The margin is work the exact layout does not do: every offset's addition runs over the
     whole grid, ``offsets * (grid / image - 1)`` passes over the image more. It is taken where
@@ -314,13 +317,16 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
     """
     by_u = {p.u: p for p in pairs}
     m_us = [name[len("~m_") :] for name in letters["m"]]
-    grid = [sizes[u] for u in m_us]
     extents = [x_shape[by_u[u].m_dim] for u in m_us]
-    for u, length, extent in zip(m_us, grid, extents, strict=True):
+    # the grid covers the output and every shifted entry: an offset reaching before the output
+    # (t < 0) or past it starts the grid at the lowest shift and makes it longer; the output is
+    # then a window of the grid (the input gradient of a zero-padded convolution)
+    low, grid = [], []
+    for u, extent in zip(m_us, extents, strict=True):
         p = by_u[u]
         shifts = [p.sign * k + p.const for k in range(p.k_range)]
-        if min(shifts) < 0 or max(shifts) + extent > length:
-            return None
+        low.append(min(0, *shifts))
+        grid.append(max(sizes[u], max(shifts) + extent) - low[-1])
     s_axes = letters["s_axes"]
     size = _axis_sizes(letters, x_shape, k_shape)
     shared, rows, contracted = letters["shared"], letters["rows"], letters["contracted"]
@@ -340,7 +346,7 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
     line = count(cols) * n_rows * pitch  # one window offset's block of P
     moves = [
         sum(
-            (p.sign * k + p.const) * strides[m_us.index(p.u)]
+            (p.sign * k + p.const - low[m_us.index(p.u)]) * strides[m_us.index(p.u)]
             for p, k in zip(pairs, ks, strict=True)
         )
         for ks in itertools.product(*(range(p.k_range) for p in pairs))
@@ -355,7 +361,8 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
     s_inner = (Ellipsis, *(slice(0, e) for e in extents[1:]))
     s_mat = (n_shared, n_rows, n_contracted, written)
     work_vars = [*shared, *cols, *rows, *m_us]
-    work_shape = tuple(sizes[v] for v in work_vars)
+    work_shape = (*(sizes[v] for v in work_vars[: -len(grid)]), *grid)
+    crop = (Ellipsis, *(slice(-lo, sizes[u] - lo) for u, lo in zip(m_us, low, strict=True)))
     to_out = [work_vars.index(v) for v in out_vars]
     out_shape = tuple(sizes[v] for v in out_vars)
     multiply = not contracted  # an inner length of 1: a broadcast product, not BLAS calls
@@ -385,7 +392,7 @@ def _flat_shifts(letters, pairs, x_shape, k_shape, sizes, out_vars, dtype, scale
             target = work[move : move + span].reshape(n_shared, line)
             np.add(target, blocks[:, w], out=target)
         planes = work[:span].reshape(*work_shape[: -len(grid)], pitch)[..., :plane]
-        result = planes.reshape(work_shape).transpose(to_out)
+        result = planes.reshape(work_shape)[crop].transpose(to_out)
         out = np.empty(out_shape, dtype)
         if scale != 1.0:
             np.multiply(result, dtype.type(scale), out=out)
