@@ -14,7 +14,10 @@ Workloads (float32, forward and forward+backward with respect to every input):
 * ``report-demo`` — the tech report's ``f[i,j] = exp(-sum[k]((a[i,k] + b[j,k])**2 * c[i,i] +
   d[i+k]**3))``, i = j = 1000, k = 64;
 * ``depthwise-s2`` — ``y[b,c,t] = sum[k](x[b,c,2*t+k] * w[c,k])``, 16 x 256 x 4096, k = 7;
-* ``stencil-2d`` — a five-point stencil on 2048 x 2048.
+* ``stencil-2d`` — a five-point stencil on 2048 x 2048;
+* ``conv-same`` — a 3 x 3 convolution zero-padded to its input's size, the padding written as
+  sum ranges (``p=max(0, 1 - i):min(3, n + 1 - i)``), 32 images of 64 x 64, 1 -> 8 channels
+  (a CNN's first layer): its loops run the window offsets outside the rows they clip.
 
 Methods, measured in the same process, interleaved round by round (medians of the rounds):
 tadiff (engine Tensors, backend ``auto``), PyTorch eager, ``torch.compile`` (Inductor on the CPU;
@@ -41,7 +44,15 @@ import time
 
 import numpy as np
 
-WORKLOADS = ["rbf-sum-q3", "rbf-sum-q32", "rbf-matrix", "report-demo", "depthwise-s2", "stencil-2d"]
+WORKLOADS = [
+    "rbf-sum-q3",
+    "rbf-sum-q32",
+    "rbf-matrix",
+    "report-demo",
+    "depthwise-s2",
+    "stencil-2d",
+    "conv-same",
+]
 METHODS = ["tadiff", "torch", "torch.compile", "keops", "hand-numba"]
 
 SIZES = {
@@ -52,6 +63,7 @@ SIZES = {
     "report-demo": ({"n": 1000, "k": 64}, {"n": 150, "k": 16}),
     "depthwise-s2": ({"b": 16, "c": 256, "t": 4096, "k": 7}, {"b": 2, "c": 16, "t": 256, "k": 7}),
     "stencil-2d": ({"n": 2048}, {"n": 128}),
+    "conv-same": ({"b": 32, "c": 1, "o": 8, "n": 64}, {"b": 2, "c": 1, "o": 4, "n": 16}),
 }
 
 DEFINITIONS = {
@@ -60,6 +72,10 @@ DEFINITIONS = {
     "report-demo": "f[i,j] = exp(-sum[k]((a[i,k] + b[j,k])**2 * c[i,i] + d[i+k]**3))",
     "depthwise-s2": "y[b,c,t] = sum[k](x[b,c,2*t+k] * w[c,k])",
     "stencil-2d": "y[i:{m}, j:{m}] = 4*x[i+1,j+1] - x[i,j+1] - x[i+2,j+1] - x[i+1,j] - x[i+1,j+2]",
+    "conv-same": (
+        "y[b, o, i:x.shape[2], j:x.shape[3]] = sum[c, p=max(0, 1 - i):min(3, x.shape[2] + 1 - i), "
+        "q=max(0, 1 - j):min(3, x.shape[3] + 1 - j)](x[b, c, i + p - 1, j + q - 1] * w[o, c, p, q])"
+    ),
 }
 
 
@@ -91,6 +107,12 @@ def _inputs(name: str, quick: bool) -> dict[str, np.ndarray]:
         }
     if name == "depthwise-s2":
         return {"x": u(sz["b"], sz["c"], sz["t"]), "w": u(sz["c"], sz["k"])}
+    if name == "conv-same":
+        fan_in = 1.0 / np.sqrt(9 * sz["c"])
+        return {
+            "x": u(sz["b"], sz["c"], sz["n"], sz["n"]),
+            "w": u(sz["o"], sz["c"], 3, 3, scale=fan_in),
+        }
     return {"x": u(sz["n"], sz["n"])}
 
 
@@ -127,6 +149,8 @@ def _torch_function(name: str):
         return demo
     if name == "depthwise-s2":
         return lambda x, w: F.conv1d(x, w[:, None, :], stride=2, groups=x.shape[1])
+    if name == "conv-same":
+        return lambda x, w: F.conv2d(x, w, padding=1)
 
     def stencil(x):
         return 4 * x[1:-1, 1:-1] - x[:-2, 1:-1] - x[2:, 1:-1] - x[1:-1, :-2] - x[1:-1, 2:]

@@ -287,6 +287,68 @@ def test_numba_compiles_the_planned_nests(source, shapes, dtype):
     _check_programs(define(source), shapes, np.random.default_rng(2), dtype, run, tol)
 
 
+# sums whose ranges an output index clips (zero padding written as sum ranges, a causal
+# window, a triangle): each bound uses one output index with coefficient +-1
+CLIPPED = [
+    (
+        "y[b, o, i:x.shape[2] + 3 - w.shape[2], j:x.shape[3] + 1 - w.shape[3]] = sum[c, "
+        "p=max(0, 2 - i):min(w.shape[2], x.shape[2] + 2 - i), "
+        "q=max(0, -j):min(w.shape[3], x.shape[3] - j)](x[b, c, i + p - 2, j + q] * w[o, c, p, q])",
+        {"x": (2, 3, 7, 6), "w": (4, 3, 3, 2)},
+    ),
+    (
+        "y[b, o, t:x.shape[2]] = sum[c, k=max(0, w.shape[2] - 1 - t):w.shape[2]]"
+        "(x[b, c, t + k - w.shape[2] + 1] * w[o, c, k])",
+        {"x": (3, 2, 9), "w": (4, 2, 4)},
+    ),
+    ("y[n, i:6] = sum[k=0:i + 1](x[n, k] * w[i - k])", {"x": (5, 6), "w": (6,)}),
+]
+
+
+@pytest.mark.parametrize(("source", "shapes"), CLIPPED, ids=[c[0] for c in CLIPPED])
+def test_sums_an_output_index_clips_go_outside_it(source, shapes):
+    # interchanged: the sum runs over the union of its ranges, the index over the values whose
+    # range holds the sum's value, so the innermost loop runs along the output row
+    f = define(source)
+    program = plan_program(f, shapes)
+    (stage,) = program.stages
+    order = stage.nest.order
+    assert stage.nest.accumulate and order.index(f.out_vars[-1]) == len(order) - 1, order
+    clipped = [v for v in f.out_vars if any(v in str(b) for b in _sum_bounds(f.body))]
+    first_sum = min(order.index(s) for s in order if s not in f.out_vars)
+    assert all(order.index(v) > first_sum for v in clipped), order
+    _check_programs(f, shapes, np.random.default_rng(4), np.float64)
+
+
+def _sum_bounds(node):
+    from tadiff.index.expr import Sum, walk
+
+    return [b for s in walk(node) if isinstance(s, Sum) for b in (*s.lower, *s.upper)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_numba_compiles_interchanged_clipped_sums(dtype):
+    pytest.importorskip("numba")
+    from tadiff.index.compile.lower import lower_program
+
+    source, shapes = CLIPPED[0]
+    f = define(source)
+    k = lower_program(f, shapes, dtype, "numba")
+    arrays = _arrays(f, shapes, np.random.default_rng(5))
+    got = k({n: a.astype(dtype) for n, a in arrays.items()})
+    tol = 1e-12 if dtype == np.float64 else 2e-5  # float32: sums of 18 products of size ~1
+    np.testing.assert_allclose(got, f.reference(**arrays), rtol=tol, atol=tol)
+
+
+def test_a_sum_clipped_with_a_coefficient_other_than_one_keeps_the_natural_order():
+    # k <= i / 2 cannot be solved for i by one integer bound per k: the sum stays inside i
+    f = define("y[n, i:8] = sum[k=0:floor(i/2) + 1](x[n, k] * w[i - k])")
+    shapes = {"x": (5, 8), "w": (8,)}
+    (stage,) = plan_program(f, shapes).stages
+    assert stage.nest.order == ("n", "i")
+    _check_programs(f, shapes, np.random.default_rng(6), np.float64)
+
+
 def test_a_factor_is_not_moved_out_of_a_sum_that_can_be_empty():
     # at i = 0 the sum is empty and x[i - 1] is never read; outside the sum it would be x[-1]
     f = define("y[i:5] = sum[k=0:i](x[i - 1] * z[k])")

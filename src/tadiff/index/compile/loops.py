@@ -669,10 +669,19 @@ def _accumulated(body: Node) -> tuple[Node | None, tuple] | None:
     return split[0], _root_chain(split[1])
 
 
-def root_orders(body: Node, out_vars: tuple[str, ...]) -> list[tuple[str, ...]]:
+def root_orders(
+    body: Node, out_vars: tuple[str, ...], interchange: bool = False
+) -> list[tuple[str, ...]]:
     """Candidate loop orders of the root: the output indices in order, with the outermost sums
     of the body (or of its term with a sum, see :func:`root_addend`) moved inside after each
-    prefix of them (the last one is the natural order)."""
+    prefix of them (the last one is the natural order).
+
+    A sum whose bounds use a later output index goes before it only with ``interchange``, and
+    only where each bound uses one later output index, with coefficient ±1
+    (:func:`_interchangeable`): :func:`build_nest` then runs the sum over its bounds' range for
+    every value of that index and bounds the index by the sum instead (``p=max(0, 1 - i)`` of
+    a zero-padded convolution becomes ``p`` over ``0..K-1`` and ``i`` from ``max(0, 1 - p)``),
+    so that the innermost loop runs along the output row."""
     natural = [tuple(out_vars)]
     found = _accumulated(body)
     if found is None or not out_vars:
@@ -683,15 +692,58 @@ def root_orders(body: Node, out_vars: tuple[str, ...]) -> list[tuple[str, ...]]:
         return natural
     orders = []
     for p in range(1, len(out_vars)):
-        prefix = set(out_vars[:p])
-        # a sum whose bounds use a later output index cannot go before it
+        later = set(out_vars[p:])
+        # a sum whose bounds use a later output index cannot go before it, unless interchanged
         ok = all(
-            {v for b in (*s.lower, *s.upper) for v in b.variables if v in out_vars} <= prefix
+            not {v for b in (*s.lower, *s.upper) for v in b.variables} & later
+            or (interchange and _interchangeable(s, later))
             for s in chain
         )
         if ok:
             orders.append((*out_vars[:p], *names, *out_vars[p:]))
     return orders + natural
+
+
+def _interchangeable(s: Sum, later: set[str]) -> bool:
+    """Whether each bound of ``s`` uses at most one of the ``later`` output indices, with an
+    integer coefficient ±1 and integer coefficients elsewhere (an exact interchange, see
+    :func:`_interchanged_bounds`)."""
+    for bound in (*s.lower, *s.upper):
+        used = bound.variables & later
+        if not used:
+            continue
+        if len(used) > 1 or abs(bound.coeff(next(iter(used)))) != 1 or not bound.is_integral:
+            return False
+    return True
+
+
+def _interchanged_bounds(
+    s: Sum, later: Mapping[str, Affine], limits: dict[str, tuple[list, list]]
+) -> tuple[tuple[Affine, ...], tuple[Affine, ...]]:
+    """The bounds of sum ``s`` opened before the output indices ``later`` (index -> its largest
+    value) that its bounds use: each bound ``c*v + r`` (``c = ±1``) becomes its extreme over
+    ``v``'s range, and the condition it stood for bounds ``v`` instead, added to ``limits[v]``
+    (``(lower, upper)`` lists). Every term of the sum is visited once: ``s`` over the union of
+    its ranges, ``v`` over the values whose range holds ``s``."""
+    var = Affine.variable(s.var)
+    lower, upper = [], []
+    for bounds, out, is_lower in ((s.lower, lower, True), (s.upper, upper, False)):
+        for bound in bounds:
+            used = bound.variables & set(later)
+            if not used:
+                out.append(bound)
+                continue
+            v = next(iter(used))
+            c = bound.coeff(v)
+            rest = bound - c * Affine.variable(v)
+            # s >= c*v + r over v in 0..n: smallest at v = 0 (c = 1) or n (c = -1); s <= ...:
+            # largest at v = n (c = 1) or 0 (c = -1)
+            at_n = (c < 0) if is_lower else (c > 0)
+            out.append(rest + c * later[v] if at_n else rest)
+            # s >= v + r: v <= s - r; s >= -v + r: v >= r - s (and mirrored for s <= ...)
+            v_upper = (c > 0) == is_lower
+            limits[v][1 if v_upper else 0].append(var - rest if c > 0 else rest - var)
+    return tuple(lower), tuple(upper)
 
 
 def build_nest(
@@ -723,6 +775,8 @@ def build_nest(
     sums = {s.var: s for s in chain[2]} if accumulate else {}
     body, pinned = (body, {}) if accumulate else _pin_deltas(body, order)
     opened = []
+    # bounds of output indices opened inside sums whose bounds used them (interchanged)
+    limits: dict[str, tuple[list, list]] = {v: ([], []) for v in out_vars}
     for position, var in enumerate(order):
         if addend is not None and var in sums:
             # the output loops opened so far fix a block of the output: it starts from the
@@ -731,11 +785,16 @@ def build_nest(
             addend = None
         if var in sums:
             s = sums[var]
-            lower, upper = s.lower, s.upper
+            later = {
+                v: Affine.variable(size_param(out_name, d)) - 1
+                for d, v in enumerate(out_vars)
+                if v not in b.env
+            }
+            lower, upper = _interchanged_bounds(s, later, limits)
         else:
             d = out_vars.index(var)
-            lower = (Affine.constant(0),)
-            upper = (Affine.variable(size_param(out_name, d)) - 1,)
+            lower = (Affine.constant(0), *limits[var][0])
+            upper = (Affine.variable(size_param(out_name, d)) - 1, *limits[var][1])
             if var in pinned:  # a delta fixes it: one value, where it is in range
                 lower, upper = (*lower, pinned[var]), (*upper, pinned[var])
         opened.append(
