@@ -340,6 +340,16 @@ def test_numba_compiles_interchanged_clipped_sums(dtype):
     np.testing.assert_allclose(got, f.reference(**arrays), rtol=tol, atol=tol)
 
 
+def test_a_sum_over_a_window_around_an_output_index_stays_inside_it():
+    # an input gradient's j runs from s - 2 to s: outside s it would bound s by the same three
+    # values, a three-long innermost loop entered once per j
+    f = define("y[b, o, h, v] = sum[c, i, j](x[b, c, h + i, v + j] * w[o, c, i, j])").grad("x")
+    shapes = {"x": (2, 3, 9, 40), "w": (4, 3, 3, 3), "dy": (2, 4, 7, 38)}
+    (stage,) = plan_program(f, shapes).stages
+    assert stage.nest.order == tuple(f.out_vars) and not stage.nest.accumulate
+    _check_programs(f, shapes, np.random.default_rng(7), np.float64)
+
+
 def test_a_sum_clipped_with_a_coefficient_other_than_one_keeps_the_natural_order():
     # k <= i / 2 cannot be solved for i by one integer bound per k: the sum stays inside i
     f = define("y[n, i:8] = sum[k=0:floor(i/2) + 1](x[n, k] * w[i - k])")

@@ -43,6 +43,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tadiff.errors import InputError
 from tadiff.index import expr as ir
 from tadiff.index.compile.rewrite import (
     has_access,
@@ -670,14 +671,15 @@ def _accumulated(body: Node) -> tuple[Node | None, tuple] | None:
 
 
 def root_orders(
-    body: Node, out_vars: tuple[str, ...], interchange: bool = False
+    body: Node, out_vars: tuple[str, ...], interchange: Mapping[str, int] | None = None
 ) -> list[tuple[str, ...]]:
     """Candidate loop orders of the root: the output indices in order, with the outermost sums
     of the body (or of its term with a sum, see :func:`root_addend`) moved inside after each
     prefix of them (the last one is the natural order).
 
-    A sum whose bounds use a later output index goes before it only with ``interchange``, and
-    only where each bound uses one later output index, with coefficient ±1
+    A sum whose bounds use a later output index goes before it only with ``interchange`` (the
+    sizes: parameters and output sizes by name), and only where each bound uses one later
+    output index, with coefficient ±1, and the index keeps a long range
     (:func:`_interchangeable`): :func:`build_nest` then runs the sum over its bounds' range for
     every value of that index and bounds the index by the sum instead (``p=max(0, 1 - i)`` of
     a zero-padded convolution becomes ``p`` over ``0..K-1`` and ``i`` from ``max(0, 1 - p)``),
@@ -696,7 +698,7 @@ def root_orders(
         # a sum whose bounds use a later output index cannot go before it, unless interchanged
         ok = all(
             not {v for b in (*s.lower, *s.upper) for v in b.variables} & later
-            or (interchange and _interchangeable(s, later))
+            or (interchange is not None and _interchangeable(s, later, interchange))
             for s in chain
         )
         if ok:
@@ -704,16 +706,34 @@ def root_orders(
     return orders + natural
 
 
-def _interchangeable(s: Sum, later: set[str]) -> bool:
+def _interchangeable(s: Sum, later: set[str], sizes: Mapping[str, int]) -> bool:
     """Whether each bound of ``s`` uses at most one of the ``later`` output indices, with an
     integer coefficient ±1 and integer coefficients elsewhere (an exact interchange, see
-    :func:`_interchanged_bounds`)."""
-    for bound in (*s.lower, *s.upper):
-        used = bound.variables & later
-        if not used:
-            continue
-        if len(used) > 1 or abs(bound.coeff(next(iter(used)))) != 1 or not bound.is_integral:
-            return False
+    :func:`_interchanged_bounds`), and no index would be left with a short range: a sum over a
+    window around the index (``j`` from ``s - 1`` to ``s + 1`` in an input gradient) would
+    bound it by the same window, making the innermost loop three long. An index bounded on
+    both sides by the sum must keep at least half its length, ``sizes`` giving the values."""
+    bounds: dict[str, list[list[Affine]]] = {}
+    for side, terms in enumerate((s.lower, s.upper)):
+        for bound in terms:
+            used = bound.variables & set(later)
+            if not used:
+                continue
+            v = next(iter(used))
+            if len(used) > 1 or abs(bound.coeff(v)) != 1 or not bound.is_integral:
+                return False
+            bounds.setdefault(v, [[], []])[side].append(bound)
+    for v, (lowers, uppers) in bounds.items():
+        for low in lowers:
+            for high in uppers:
+                if low.coeff(v) != high.coeff(v):
+                    continue  # bounds that tighten in opposite directions: a triangle
+                try:
+                    length = (high - low).evaluate(sizes) + 1
+                except InputError:
+                    return False  # the length depends on other loops: not known to be long
+                if length < sizes[v] / 2:
+                    return False
     return True
 
 

@@ -280,7 +280,8 @@ def _in_bounds(body, out_vars, out_shape, shapes) -> bool:
 
 def _best_nest(body, name, out_vars, out_shape, params) -> Nest:
     best = None
-    orders = root_orders(body, tuple(out_vars), interchange=True)
+    sizes = {**params, **dict(zip(out_vars, out_shape, strict=True))}
+    orders = root_orders(body, tuple(out_vars), interchange=sizes)
     # the natural order first: another order must be clearly cheaper to be taken
     for order in [orders[-1], *orders[:-1]]:
         nest = build_nest(body, name, tuple(out_vars), tuple(out_shape), order, params)
