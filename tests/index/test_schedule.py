@@ -350,6 +350,61 @@ def test_a_sum_over_a_window_around_an_output_index_stays_inside_it():
     _check_programs(f, shapes, np.random.default_rng(7), np.float64)
 
 
+WINDOWED = [
+    # input gradients of convolutions zero-padded through their sum ranges: windows around the
+    # output index, clipped at the edges (an unpadded one's has a cheaper scatter form)
+    (
+        (
+            "y[b, o, t:x.shape[2] + 4 - w.shape[2]] = sum[c, k=max(0, 2 - t):min(w.shape[2], "
+            "x.shape[2] + 2 - t)](x[b, c, t + k - 2] * w[o, c, k])",
+            "x",
+        ),
+        {"x": (2, 3, 40), "w": (4, 3, 5)},
+    ),
+    ((CLIPPED[0][0], "x"), CLIPPED[0][1]),
+]
+
+
+@pytest.mark.parametrize(("entry", "shapes"), WINDOWED, ids=[e[0] for e, _ in WINDOWED])
+def test_window_sums_counted_from_their_start_run_their_offsets_outside_the_row(entry, shapes):
+    # the loops count each window from its start, so the offsets can run outside the output
+    # index they slide with: the innermost loop runs along the output row, not over the window
+    source, wrt = entry
+    f = define(source)
+    g = f.grad(wrt)
+    out_shape = f.output_shape(**shapes)
+    program = plan_program(g, {**shapes, f.grad_name: out_shape})
+    assert program.windowed is not None and program.loops == [program.windowed]
+    assert "counted from the window's start" in program.explain()
+    order = program.windowed.nest.order
+    assert order[-1] == g.out_vars[-1] and program.windowed.nest.accumulate, order
+    rng = np.random.default_rng(8)
+    arrays = _arrays(f, shapes, rng)
+    dy = rng.normal(size=out_shape)
+    expected = g.reference(**arrays, **{f.grad_name: dy})
+    got = run_in_python(program, {**arrays, f.grad_name: dy})
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_numba_compiles_window_sums_counted_from_their_start(dtype):
+    pytest.importorskip("numba")
+    from tadiff.index.compile.lower import lower_program
+
+    (source, wrt), shapes = WINDOWED[1]
+    f = define(source)
+    g = f.grad(wrt)
+    out_shape = f.output_shape(**shapes)
+    all_shapes = {**shapes, f.grad_name: out_shape}
+    k = lower_program(g, {a: all_shapes[a] for a in g.args}, dtype, "numba")
+    assert "_off" in k.source  # the windowed stage's offsets
+    rng = np.random.default_rng(9)
+    arrays = {**_arrays(f, shapes, rng), f.grad_name: rng.normal(size=out_shape)}
+    got = k({a: np.asarray(arrays[a], dtype) for a in g.args})
+    tol = 1e-12 if dtype == np.float64 else 2e-5  # float32: sums of 36 products of size ~1
+    np.testing.assert_allclose(got, g.reference(**arrays), rtol=tol, atol=tol)
+
+
 def test_a_sum_clipped_with_a_coefficient_other_than_one_keeps_the_natural_order():
     # k <= i / 2 cannot be solved for i by one integer bound per k: the sum stays inside i
     f = define("y[n, i:8] = sum[k=0:floor(i/2) + 1](x[n, k] * w[i - k])")

@@ -59,6 +59,7 @@ __all__ = [
     "replace_node",
     "reuse_known",
     "sum_swaps",
+    "window_offsets",
 ]
 
 Box = Mapping[str, tuple[int, int]]
@@ -501,3 +502,68 @@ def sum_swaps(body: Node, limit: int = 4) -> list[Node]:
         if len(out) == limit:
             break
     return out
+
+
+def window_offsets(body: Node, taken: set[str]) -> Node:
+    """``body`` with every sum over a window around another index re-indexed by its offset:
+    ``sum[j=max(0, s - 1):min(M, s + 2)](f(j))`` (a lower bound ``v + a`` and an upper bound
+    ``v + b`` with the same index ``v``, coefficient 1) becomes
+    ``sum[t=max(1 - s, 0):min(M - s + 1, 3)](f(s - 1 + t))``: the same terms, counted from the
+    window's start. The offset's range is then short and clipped by ``s`` on both sides with
+    the same constant gap, so the loop planner can run it outside ``s`` (an input gradient's
+    innermost loop along the row instead of over the window). ``taken`` names the indices in
+    use; new sum variables avoid them (and are added to it). Returns ``body`` itself where no
+    sum is such a window.
+
+    Example:
+        >>> from tadiff.index import define
+        >>> f = define("y[b, o, h] = sum[c, k](x[b, c, h + k] * w[o, c, k])").grad("x")
+        >>> f.body.body.var, [str(b) for b in f.body.body.lower]  # h: a window around p
+        ('h', ['0', 'p - w.shape[2] + 1'])
+        >>> offset = window_offsets(f.body, {"b", "c", "p"}).body
+        >>> offset.var, [str(b) for b in offset.lower]
+        ('h_off', ['-p + w.shape[2] - 1', '0'])
+        >>> [str(b) for b in offset.upper]  # inclusive
+        ['dy.shape[2] - p + w.shape[2] - 2', 'w.shape[2] - 1']
+        >>> print(offset.body)
+        dy[b, o, h_off + p - w.shape[2] + 1] * w[o, c, -h_off + w.shape[2] - 1]
+    """
+    changed = False
+
+    def replace(node: Node) -> Node | None:
+        nonlocal changed
+        if not isinstance(node, Sum):
+            return None
+        inner = ir.rebuild(node.body, replace)
+        start = _window_start(node)
+        if start is None:
+            return ir.sum_over(node.var, node.lower, node.upper, inner)
+        changed = True
+        offset = ir.fresh_name(f"{node.var}_off", taken | ir.index_names(inner))
+        taken.add(offset)
+        moved = substitute(inner, {node.var: Affine.variable(offset) + start})
+        return ir.sum_over(
+            offset,
+            tuple(b - start for b in node.lower),
+            tuple(b - start for b in node.upper),
+            moved,
+        )
+
+    out = ir.rebuild(body, replace)
+    return out if changed else body
+
+
+def _window_start(s: Sum) -> Affine | None:
+    """The lower bound ``v + a`` of a sum that also has an upper bound ``v + b`` (the same index
+    ``v`` with coefficient 1, ``b - a`` made of sizes and constants): where its window starts;
+    None otherwise."""
+    for low in s.lower:
+        for v in low.variables:
+            if low.coeff(v) != 1 or v == s.var:
+                continue
+            for high in s.upper:
+                gap = high - low
+                sizes_only = all(ir.is_param(u) for u in gap.variables)
+                if high.coeff(v) == 1 and sizes_only and gap.is_integral:
+                    return low
+    return None

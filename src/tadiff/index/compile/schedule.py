@@ -60,6 +60,7 @@ from tadiff.index.compile.rewrite import (
     replace_node,
     reuse_known,
     sum_swaps,
+    window_offsets,
 )
 from tadiff.index.expr import Affine, Node, Sum, free_indices, index_exprs, is_param, walk
 
@@ -144,6 +145,9 @@ class Program:
         scatter: for a derivative, one stage computing it in scatter form
             (:func:`~tadiff.index.compile.loops.build_scatter_nest`) where that is cheaper: the
             loop backend runs it in place of ``stages``; NumPy and Triton evaluate ``stages``.
+        windowed: one stage computing it with its window sums counted from the window's start
+            (:func:`_windowed_stage`) where that is cheaper still: the loop backend runs it in
+            place of ``stages`` (and there is no ``scatter`` then).
     """
 
     fn: object
@@ -153,11 +157,14 @@ class Program:
     saved: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
     scatter: Stage | None = None
+    windowed: Stage | None = None
 
     @property
     def loops(self) -> list[Stage]:
-        """The stages the loop backend (Numba) runs: the scatter stage, or ``stages``."""
-        return [self.scatter] if self.scatter is not None else self.stages
+        """The stages the loop backend (Numba) runs: the scatter or windowed stage, or
+        ``stages``."""
+        alternative = self.scatter or self.windowed
+        return [alternative] if alternative is not None else self.stages
 
     @property
     def ops(self) -> float:
@@ -202,6 +209,12 @@ class Program:
                 f"each iteration adding into {self.fn.out_name}"
             )
             self._explain_nest(self.scatter.nest, loops, lines)
+        if self.windowed is not None:
+            lines.append(
+                "  on Numba instead, its window sums counted from the window's start: "
+                f"{self.windowed.fn}"
+            )
+            self._explain_nest(self.windowed.nest, loops, lines)
         lines.append(
             f"  total: {_human(self.ops)} operations; memory: {_bytes(self.io_bytes)} "
             f"arguments and result, {_bytes(self.temp_bytes)} temporaries"
@@ -443,7 +456,34 @@ def plan_program(
     scatter = _scatter_stage(fn, shapes, params, out_shape)
     if scatter is not None and scatter.nest.cost >= 0.9 * cost:
         scatter = None
-    return Program(fn, stages, planner.shapes, dtype, saved, notes, scatter)
+    windowed = None
+    if len(stages) == 1:
+        windowed = _windowed_stage(stages[0], params, taken, all_shapes)
+        if windowed is not None and windowed.nest.cost >= 0.9 * min(cost, _cost(scatter)):
+            windowed = None
+    if windowed is not None:
+        scatter = None
+    return Program(fn, stages, planner.shapes, dtype, saved, notes, scatter, windowed)
+
+
+def _cost(stage: Stage | None) -> float:
+    return math.inf if stage is None else stage.nest.cost
+
+
+def _windowed_stage(stage: Stage, params, taken, shapes) -> Stage | None:
+    """The stage with its window sums counted from the window's start
+    (:func:`~tadiff.index.compile.rewrite.window_offsets`), in its cheapest loop order; None
+    where it has no window sum. Its offsets can run outside the output index they slide with
+    (an input gradient's innermost loop along the row instead of over the window); the offsets
+    no longer index arguments plainly, which the NumPy lowering's BLAS plans need, so only the
+    loop backend runs it."""
+    fn = stage.fn
+    shifted = window_offsets(fn.body, set(taken) | set(shapes))
+    if shifted is fn.body or not _in_bounds(shifted, fn.out_vars, stage.out_shape, shapes):
+        return None
+    nest = _best_nest(shifted, fn.out_name, fn.out_vars, stage.out_shape, params)
+    shifted_fn = definition(fn.out_name, fn.out_vars, stage.out_shape, shifted, shapes, fn.args)
+    return Stage(shifted_fn, stage.out_shape, nest, temporary=False)
 
 
 def _scatter_stage(fn, shapes, params, out_shape) -> Stage | None:
