@@ -351,17 +351,20 @@ def test_a_sum_over_a_window_around_an_output_index_stays_inside_it():
 
 
 WINDOWED = [
-    # input gradients of convolutions zero-padded through their sum ranges: windows around the
-    # output index, clipped at the edges (an unpadded one's has a cheaper scatter form)
+    # input gradients of 2-d convolutions zero-padded through their sum ranges: windows around
+    # the output index, clipped at the edges, and no scatter form (the forward's ranges are
+    # clipped too)
+    ((CLIPPED[0][0], "x"), CLIPPED[0][1]),
     (
         (
-            "y[b, o, t:x.shape[2] + 4 - w.shape[2]] = sum[c, k=max(0, 2 - t):min(w.shape[2], "
-            "x.shape[2] + 2 - t)](x[b, c, t + k - 2] * w[o, c, k])",
+            "y[b, o, i:x.shape[2] + 5 - w.shape[2], j:x.shape[3] + 3 - w.shape[3]] = sum[c, "
+            "p=max(0, 2 - i):min(w.shape[2], x.shape[2] + 2 - i), "
+            "q=max(0, 1 - j):min(w.shape[3], x.shape[3] + 1 - j)]"
+            "(x[b, c, i + p - 2, j + q - 1] * w[o, c, p, q])",
             "x",
         ),
-        {"x": (2, 3, 40), "w": (4, 3, 5)},
+        {"x": (2, 3, 9, 12), "w": (4, 3, 5, 3)},
     ),
-    ((CLIPPED[0][0], "x"), CLIPPED[0][1]),
 ]
 
 
