@@ -559,8 +559,8 @@ def _window_start(s: Sum) -> Affine | None:
     None otherwise."""
     for low in s.lower:
         for v in low.variables:
-            if low.coeff(v) != 1 or v == s.var:
-                continue
+            if low.coeff(v) != 1 or v == s.var or ir.is_param(v):
+                continue  # a window slides with an index, not with a size
             for high in s.upper:
                 gap = high - low
                 sizes_only = all(ir.is_param(u) for u in gap.variables)
