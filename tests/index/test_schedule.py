@@ -408,6 +408,70 @@ def test_numba_compiles_window_sums_counted_from_their_start(dtype):
     np.testing.assert_allclose(got, g.reference(**arrays), rtol=tol, atol=tol)
 
 
+def _padded_conv(kernel, pads, dilation) -> str:
+    """A convolution with a bias, zero-padded ``(before, after)`` per spatial dimension
+    through its sum ranges (the window offsets that read inside ``x``), dilated."""
+    outs, sums, reads = [], [], []
+    n = len(kernel)
+    for a, (i, k, (lo, hi), d) in enumerate(
+        zip("ij"[:n], "pq"[:n], pads, dilation, strict=True), start=2
+    ):
+        outs.append(f"{i}:x.shape[{a}] + {lo + hi + d} - {d}*w.shape[{a}]")
+        if d == 1:
+            sums.append(f"{k}=max(0, {lo} - {i}):min(w.shape[{a}], x.shape[{a}] + {lo} - {i})")
+        else:
+            first = f"ceil(({lo} - {i})/{d})"
+            last = f"floor((x.shape[{a}] + {lo - 1} - {i})/{d}) + 1"
+            sums.append(f"{k}=max(0, {first}):min(w.shape[{a}], {last})")
+        reads.append(f"{i} + {d}*{k} - {lo}")
+    window = ", ".join("pq"[:n])
+    return (
+        f"y[b, o, {', '.join(outs)}] = bias[o] + sum[c, {', '.join(sums)}]"
+        f"(x[b, c, {', '.join(reads)}] * w[o, c, {window}])"
+    )
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize(
+    ("kernel", "pads", "dilation", "image"),
+    [
+        ((3, 3), ((1, 1), (1, 1)), (1, 1), (7, 9)),  # "same"
+        ((4, 2), ((2, 1), (0, 1)), (1, 1), (6, 5)),  # asymmetric, one side unpadded
+        ((3, 2), ((2, 2), (1, 0)), (2, 1), (8, 6)),  # dilated: ceil/floor bounds, not swapped
+        ((5,), ((4, 0),), (1,), (12,)),  # causal, 1-d
+    ],
+)
+def test_convolutions_padded_through_sum_ranges_match_torch(kernel, pads, dilation, image, backend):
+    # values and the three gradients against torch's padded convolution (an independent
+    # implementation), on each backend: the clipped sums run outside the rows they clip, the
+    # input gradient's windows are counted from their start, the NumPy plans take the sums
+    # as derived
+    torch = pytest.importorskip("torch")
+    if backend == "numba":
+        pytest.importorskip("numba")
+    from tadiff.index.compile.cache import gradient_kernel
+    from tadiff.index.compile.lower import lower_program
+
+    f = define(_padded_conv(kernel, pads, dilation))
+    rng = np.random.default_rng(len(image) * 10 + kernel[0])
+    x = rng.standard_normal((2, 3, *image))
+    w = rng.standard_normal((4, 3, *kernel))
+    b = rng.standard_normal(4)
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    conv = torch.nn.functional.conv1d if len(image) == 1 else torch.nn.functional.conv2d
+    padded = torch.nn.functional.pad(tx, [p for lo_hi in reversed(pads) for p in lo_hi])
+    ty = conv(padded, tw, tb, dilation=dilation)
+    dy = rng.standard_normal(tuple(ty.shape))
+    ty.backward(torch.tensor(dy))
+    shapes = {"x": x.shape, "w": w.shape, "bias": b.shape}
+    y = lower_program(f, shapes, np.float64, backend)({"x": x, "w": w, "bias": b})
+    grads = gradient_kernel(f, ("x", "w", "bias"), {**shapes, "dy": dy.shape}, np.float64, backend)
+    got = grads({"x": x, "w": w, "bias": b, "dy": dy})
+    # float64 sums of at most 3 * 5 * 2 products of size ~1, in another order than torch's
+    for mine, theirs in ((y, ty), (got["x"], tx.grad), (got["w"], tw.grad), (got["bias"], tb.grad)):
+        np.testing.assert_allclose(mine, theirs.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
 def test_a_sum_clipped_with_a_coefficient_other_than_one_keeps_the_natural_order():
     # k <= i / 2 cannot be solved for i by one integer bound per k: the sum stays inside i
     f = define("y[n, i:8] = sum[k=0:floor(i/2) + 1](x[n, k] * w[i - k])")
