@@ -167,9 +167,8 @@ def _choices(program: Program, backend: str) -> list[tuple[str, Kernel | None]]:
 def _loop_plan(program: Program, choices: list) -> tuple[list[Stage], list]:
     """The stages to run and their backends: where every stage runs on Numba and the program
     has a scatter or a windowed form (cheaper for loops), that one stage instead."""
-    alternative = program.scatter or program.windowed
-    if alternative is not None and all(b == "numba" for b, _ in choices):
-        return [alternative], [("numba", None)]
+    if program.alternative is not None and all(b == "numba" for b, _ in choices):
+        return [program.alternative], [("numba", None)]
     return program.stages, choices
 
 

@@ -160,11 +160,15 @@ class Program:
     windowed: Stage | None = None
 
     @property
+    def alternative(self) -> Stage | None:
+        """The one stage the loop backend runs in place of ``stages``: the scatter form, else
+        the windowed one; None where there is neither."""
+        return self.scatter if self.scatter is not None else self.windowed
+
+    @property
     def loops(self) -> list[Stage]:
-        """The stages the loop backend (Numba) runs: the scatter or windowed stage, or
-        ``stages``."""
-        alternative = self.scatter or self.windowed
-        return [alternative] if alternative is not None else self.stages
+        """The stages the loop backend (Numba) runs: :attr:`alternative`, or ``stages``."""
+        return [self.alternative] if self.alternative is not None else self.stages
 
     @property
     def ops(self) -> float:
