@@ -243,6 +243,23 @@ def _max_weights(F: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
     return hit / hit.sum(axis=dims, keepdims=True).astype(xd.dtype)
 
 
+def _evenly_shared(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
+    """``max()``/``min()`` without ``dim``: ``g`` split equally among the elements equal to the
+    result (the NaNs where the result is NaN), exactly 0 elsewhere, even where ``g`` is NaN or
+    infinite: torch's rule on the CPU. (``amax``/``amin`` scale ``g`` by a mask instead:
+    there a NaN ``g`` or input reaches every element, as in torch.)"""
+    xd = F.data(x)
+    r = F.data(result)
+    hit = np.isnan(xd) if np.isnan(r) else xd == r
+    share = g / np.count_nonzero(hit)
+    if type(share) is np.ndarray or isinstance(share, np.generic):
+        # zeros, with the share written at the ties: one pass over the mask, none over g
+        out = np.zeros(xd.shape, dtype=xd.dtype)
+        out[hit] = share
+        return out
+    return F.masked(hit, F.unreduce(share, xd.shape, dims, keepdim))
+
+
 def _matmul_a(F: Any, g: Any, a: Any, b: Any) -> Any:
     sa, sb = a.shape, b.shape
     if len(sa) == 1 and len(sb) == 1:
@@ -913,9 +930,9 @@ AmaxBackward0 = _node(
         F.unreduce(g, x.shape, dims, keepdim) * _max_weights(F, x, r, dims, keepdim),
 )
 AminBackward0 = _node("AminBackward0", *AmaxBackward0.vjps)
-# max()/min() without dim: amax's rule under torch's names
-MaxBackward1 = _node("MaxBackward1", *AmaxBackward0.vjps)
-MinBackward1 = _node("MinBackward1", *AmaxBackward0.vjps)
+# max()/min() without dim; x, result; dims, keepdim
+MaxBackward1 = _node("MaxBackward1", _evenly_shared)
+MinBackward1 = _node("MinBackward1", *MaxBackward1.vjps)
 # ; shape, dim, keepdim, indices
 MaxBackward0 = _node(
     "MaxBackward0",
