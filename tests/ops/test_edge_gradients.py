@@ -357,6 +357,60 @@ def test_cumprod_gradient_multiplies_the_other_elements(x, g):
     np.testing.assert_allclose(t.grad.data, want, rtol=1e-14, atol=1e-15)
 
 
+# NaN inputs and infinite or NaN upstream gradients, against torch: where the result is NaN,
+# which elements a zero factor keeps at exactly 0 (torch's where/masked_fill/zeros_like) and
+# which it turns into NaN (torch's multiplications). The deliberate differences at NaN:
+NAN_DIFFERENCES = {
+    # the product of the other elements, exact (see FINITE_ONLY); torch divides: NaN everywhere
+    "prod", "prod_all", "cumprod",
+    # NaN at a NaN input; torch's small-argument branch gives the derivative at 0 (0.5)
+    "i1", "i1e",
+}  # fmt: skip
+NAN_INPUTS = [
+    np.array([1.0, math.nan, -2.0, 0.5]),
+    np.array([[math.nan, 1.0], [2.0, 3.0]]),
+    np.array([math.nan, math.nan]),
+    np.array(math.nan),
+]
+NAN_CASES = [
+    *(("unary", name) for name in UNARY),
+    *(("reduction", name) for name in REDUCTIONS),
+    *(("binary", name) for name in BINARY),
+]
+
+
+@pytest.mark.parametrize(("group", "name"), NAN_CASES, ids=[f"{g}-{n}" for g, n in NAN_CASES])
+def test_nan_inputs_and_nonfinite_upstream_gradients_match_torch(group, name):
+    if name in NAN_DIFFERENCES:
+        fn = UNARY.get(name) or (lambda m, t: REDUCTIONS[name](m, t, -1))
+        x = NAN_INPUTS[0]  # NaN at position 1
+        got = _run(td, fn, [x], 1.0)[1][0][1]
+        if name in FINITE_ONLY:
+            # multilinear in each element: the derivative at position 1 does not depend on
+            # x[1], so torch's on any finite value there is the oracle
+            want = _run(torch, fn, [np.where(np.isnan(x), 7.0, x)], 1.0)[1][0][1]
+            assert got == want, f"{name}: {got} at the NaN input, {want} without it"
+        else:
+            assert np.isnan(got), f"{name}: {got} at the NaN input"
+        return
+    for upstream in (1.0, math.nan, math.inf):
+        if group == "binary":
+            pairs = [
+                (np.array([1.0, math.nan, 2.0]), np.array([math.nan, 1.0, 2.0])),
+                (np.array([math.nan, 3.0]), np.array(2.0)),  # broadcast
+            ]
+            for a, b in pairs:
+                _compare(name, BINARY[name], [a, b], upstream)
+            continue
+        for x in NAN_INPUTS:
+            if group == "reduction":
+                if x.ndim == 0:
+                    continue
+                _compare(name, lambda m, t: REDUCTIONS[name](m, t, -1), [x], upstream)
+            else:
+                _compare(name, UNARY[name], [x], upstream)
+
+
 NAMED_EDGES = {
     "std of a constant": (lambda m, x: x.std(), [[2.0, 2.0, 2.0]]),
     "std per row, one row constant": (lambda m, x: x.std(dim=1), [[[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]]),  # noqa: E501

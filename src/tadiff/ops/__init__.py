@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tadiff.autograd.factories import zeros
+from tadiff.autograd.factories import zeros, zeros_like
 from tadiff.autograd.tensor import Tensor
 from tadiff.ops import _dual, decompositions, special, tensor_methods
 from tadiff.ops._dual import _reduced_axes, keepdim_shape
@@ -281,6 +281,7 @@ _dual.GRAPH.__dict__.update(
     tril=tril,
     triu=triu,
     sign=sign,
+    zeros_like=zeros_like,
     where=where,
     masked=lambda keep, g: where(keep, g, 0),
     relu_grad=lambda result, g: where(~(result <= 0), g, 0),

@@ -297,6 +297,22 @@ def _stack(xs: Sequence[Any], axis: int) -> np.ndarray:
     return stack_arrays(xs, axis)
 
 
+def sign_array(x: Any) -> np.ndarray:
+    """``np.sign(x)`` with 0 where ``x`` is NaN: torch's ``sign``/``sgn`` of a real tensor (and
+    so the factor of ``abs``' gradient), where NumPy's is NaN.
+
+    Example:
+        >>> sign_array(np.array([-2.0, 0.0, np.nan, 3.0])).tolist()
+        [-1.0, 0.0, 0.0, 1.0]
+    """
+    out = np.sign(x)
+    if out.dtype.kind in "fc":
+        nan = np.isnan(out)
+        if nan.any():
+            out = np.where(nan, 0, out).astype(out.dtype, copy=False)
+    return out
+
+
 def _masked(keep: Any, g: Any) -> Any:
     """``g`` where ``keep`` holds, exactly 0 elsewhere (also where ``g`` is NaN, as in torch);
     see :func:`tadiff.ops.fast_loops.masked_array`."""
@@ -444,7 +460,8 @@ ARRAY = SimpleNamespace(
     solve_triangular=solve_triangular_array,
     tril=np.tril,
     triu=np.triu,
-    sign=np.sign,
+    sign=sign_array,
+    zeros_like=np.zeros_like,
     where=np.where,
     masked=_masked,
     relu_grad=lambda result, g: relu_grad_array(result, np.asarray(g)),

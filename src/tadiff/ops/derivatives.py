@@ -330,7 +330,7 @@ def _power(F: Any, x: Any, e: float) -> Any:
 
 def _pow_scalar_base(F: Any, g: Any, x: Any, p: float) -> Any:
     # d(x**p)/dx = p x**(p-1), and 0 for p == 0 (also at x == 0, where x**-1 is inf)
-    return g * p * _power(F, x, p - 1) if p != 0 else g * 0
+    return g * p * _power(F, x, p - 1) if p != 0 else F.zeros_like(g)
 
 
 def _atan2_scale(F: Any, a: Any, b: Any) -> Any:
@@ -347,7 +347,8 @@ def _pow_scalar_exponent(F: Any, g: Any, result: Any, base: float) -> Any:
         return g * result * math.log(base)
     if base < 0:
         return g * result * math.nan
-    return _masked(F, ~(F.data(result) <= 1), g * result * -math.inf)
+    # (torch multiplies g by that derivative: an infinite or NaN g gives NaN where it is 0)
+    return g * F.where(F.data(result) <= 1, 0.0, result * -math.inf)
 
 
 def _norm2(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool) -> Any:
@@ -392,22 +393,29 @@ def _einsum_operand(F: Any, g: Any, i: int, *rest: Any) -> Any:
 
 def _maximum_a(F: Any, g: Any, a: Any, b: Any) -> Any:
     ad, bd = F.data(a), F.data(b)
-    return F.sum_to(F.where(ad > bd, g, _masked(F, ad == bd, g / 2)), a.shape)
+    return F.sum_to(_masked(F, ~(ad < bd), _tie_halved(F, g, ad, bd)), a.shape)
+
+
+def _tie_halved(F: Any, g: Any, ad: np.ndarray, bd: np.ndarray) -> Any:
+    """``g``, halved where the operands tie: torch's share of ``maximum``/``minimum`` before
+    the losing side is zeroed. Where one operand is NaN neither side loses, and both get
+    ``g`` (torch's rule)."""
+    return F.where(ad == bd, g / 2, g)
 
 
 def _maximum_b(F: Any, g: Any, a: Any, b: Any) -> Any:
     ad, bd = F.data(a), F.data(b)
-    return F.sum_to(F.where(bd > ad, g, _masked(F, ad == bd, g / 2)), b.shape)
+    return F.sum_to(_masked(F, ~(ad > bd), _tie_halved(F, g, ad, bd)), b.shape)
 
 
 def _minimum_a(F: Any, g: Any, a: Any, b: Any) -> Any:
     ad, bd = F.data(a), F.data(b)
-    return F.sum_to(F.where(ad < bd, g, _masked(F, ad == bd, g / 2)), a.shape)
+    return F.sum_to(_masked(F, ~(ad > bd), _tie_halved(F, g, ad, bd)), a.shape)
 
 
 def _minimum_b(F: Any, g: Any, a: Any, b: Any) -> Any:
     ad, bd = F.data(a), F.data(b)
-    return F.sum_to(F.where(bd < ad, g, _masked(F, ad == bd, g / 2)), b.shape)
+    return F.sum_to(_masked(F, ~(ad < bd), _tie_halved(F, g, ad, bd)), b.shape)
 
 
 def _reverse_cumsum(F: Any, a: Any, ax: int) -> Any:
@@ -646,6 +654,8 @@ def _logit_slope(F: Any, g: Any, x: Any, eps: float | None) -> Any:
     if not np.any(replaced):
         return g / (x * (1 - x))
     safe = F.where(replaced, 0.5, x)
+    if eps is not None:  # torch's where: exactly 0 there, also for an infinite or NaN g
+        return F.where(replaced, fill.astype(xs.dtype), g / (safe * (1 - safe)))
     return g * F.where(replaced, fill.astype(xs.dtype), 1 / (safe * (1 - safe)))
 
 
@@ -716,7 +726,8 @@ SigmoidBackward0 = _node("SigmoidBackward0", lambda F, g, r: g * r * (1 - r))
 ReluBackward0 = _node("ReluBackward0", lambda F, g, r: F.relu_grad(F.data(r), g))
 SqrtBackward0 = _node("SqrtBackward0", lambda F, g, r: g / (r * 2))
 AbsBackward0 = _node("AbsBackward0", lambda F, g, x: g * F.sign(x))
-SignBackward0 = _node("SignBackward0", lambda F, g: g * 0)
+# piecewise constant: zeros, also for an infinite or NaN gradient (torch's zeros_like(grad))
+SignBackward0 = _node("SignBackward0", lambda F, g: F.zeros_like(g))
 # a square root, not ** -0.5: (-inf) ** -0.5 is 0 where torch's rsqrt(-inf) is NaN
 AsinBackward0 = _node("AsinBackward0", lambda F, g, x: g / F.sqrt(1 - x * x))
 AcosBackward0 = _node("AcosBackward0", lambda F, g, x: -g / F.sqrt(1 - x * x))
@@ -731,16 +742,15 @@ Log10Backward0 = _node("Log10Backward0", lambda F, g, x: g / (x * math.log(10.0)
 Exp2Backward0 = _node("Exp2Backward0", lambda F, g, r: g * r * math.log(2.0))
 ReciprocalBackward0 = _node("ReciprocalBackward0", lambda F, g, r: -g * r * r)
 RsqrtBackward0 = _node("RsqrtBackward0", lambda F, g, r: g * r * r * r * -0.5)
-# rounding: piecewise constant, gradient 0 (torch's convention)
-FloorBackward0 = _node("FloorBackward0", lambda F, g: g * 0)
-CeilBackward0 = _node("CeilBackward0", lambda F, g: g * 0)
-TruncBackward0 = _node("TruncBackward0", lambda F, g: g * 0)
-RoundBackward0 = _node("RoundBackward0", lambda F, g: g * 0)
+# rounding: piecewise constant, gradient 0 (torch's convention), as for sign
+FloorBackward0 = _node("FloorBackward0", *SignBackward0.vjps)
+CeilBackward0 = _node("CeilBackward0", *SignBackward0.vjps)
+TruncBackward0 = _node("TruncBackward0", *SignBackward0.vjps)
+RoundBackward0 = _node("RoundBackward0", *SignBackward0.vjps)
 FracBackward0 = _node("FracBackward0", lambda F, g: g)
-# ; finite (where the input was finite)
-NanToNumBackward0 = _node(
-    "NanToNumBackward0", lambda F, g, finite: _masked(F, finite, g), frees_args=True
-)
+# ; finite (where the input was finite): torch multiplies by the mask, so an infinite or NaN
+# gradient gives NaN at the replaced elements
+NanToNumBackward0 = _node("NanToNumBackward0", lambda F, g, finite: g * finite, frees_args=True)
 # x; lo, hi
 ClampBackward1 = _node(
     "ClampBackward1",

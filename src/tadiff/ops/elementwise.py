@@ -35,7 +35,7 @@ from tadiff.ops._common import (
     record,
     scalar_array,
 )
-from tadiff.ops._dual import NOT_BROADCAST
+from tadiff.ops._dual import NOT_BROADCAST, sign_array
 from tadiff.ops._erf import erf_array, erfc_array
 from tadiff.ops.fast_loops import FAST_LOOP_MIN_SIZE, exp_array, relu_array
 
@@ -345,7 +345,7 @@ def _relu(x: np.ndarray) -> np.ndarray:
 relu = _unary("relu", _relu, d.ReluBackward0, "result")
 sqrt = _unary("sqrt", np.sqrt, d.SqrtBackward0, "result")
 abs = _unary("abs", np.abs, d.AbsBackward0, "input")
-sign = _unary("sign", np.sign, d.SignBackward0, "none")
+sign = _unary("sign", sign_array, d.SignBackward0, "none")
 
 
 def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
