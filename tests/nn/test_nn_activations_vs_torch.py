@@ -51,6 +51,13 @@ FUNCTIONS = [
     ("glu-0", lambda x: F.glu(x, 0), lambda x: TF.glu(x, 0)),
     ("softmin-1", lambda x: F.softmin(x, 1), lambda x: TF.softmin(x, 1)),
     ("softmin-0", lambda x: F.softmin(x, dim=0), lambda x: TF.softmin(x, dim=0)),
+    # the kinks of these options are in SPECIAL (1, 2 and their negatives)
+    ("threshold", lambda x: F.threshold(x, 1.0, -3.0), lambda x: TF.threshold(x, 1.0, -3.0)),
+    ("hardshrink", lambda x: F.hardshrink(x), lambda x: TF.hardshrink(x)),
+    ("hardshrink-1", lambda x: F.hardshrink(x, 1.0), lambda x: TF.hardshrink(x, 1.0)),
+    ("softshrink", lambda x: F.softshrink(x), lambda x: TF.softshrink(x)),
+    ("softshrink-2", lambda x: F.softshrink(x, 2.0), lambda x: TF.softshrink(x, 2.0)),
+    ("tanhshrink", F.tanhshrink, TF.tanhshrink),
 ]
 # the kinks and branch points of the piecewise functions, where the gradient is a convention
 # torch's hardsigmoid backward multiplies by float32(1/6) even in float64 (relative error 3e-8);
@@ -149,7 +156,36 @@ MODULES = [
     (nn.GLU(), torch.nn.GLU()),
     (nn.GLU(dim=0), torch.nn.GLU(dim=0)),
     (nn.Softmin(1), torch.nn.Softmin(1)),
+    (nn.Threshold(0.5, 2.0), torch.nn.Threshold(0.5, 2.0)),
+    (nn.Hardshrink(1.5), torch.nn.Hardshrink(1.5)),
+    (nn.Softshrink(1.5), torch.nn.Softshrink(1.5)),
+    (nn.Tanhshrink(), torch.nn.Tanhshrink()),
 ]
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (lambda x: F.threshold(x, 0.5, 9.0), lambda x: TF.threshold(x, 0.5, 9.0)),
+        (F.hardshrink, TF.hardshrink),
+        (lambda x: F.hardshrink(x, -1.0), lambda x: TF.hardshrink(x, -1.0)),
+        (F.softshrink, TF.softshrink),
+    ],
+    ids=["threshold", "hardshrink", "hardshrink-negative", "softshrink"],
+)
+def test_shrinks_at_nan_and_their_bounds_match_torch(ours, theirs):
+    # which side a NaN falls on, and the closed interval [-lambd, lambd] (gradient 0 at its
+    # ends); exact, as these are selections and one subtraction of the same numbers
+    x = np.array([np.nan, 0.5, -0.5, 0.25, 0.75, -0.75, 0.0])
+    values, grads = [], []
+    for lib, fn in ((td, ours), (torch, theirs)):
+        t = lib.tensor(x, requires_grad=True)
+        out = fn(t)
+        out.backward(lib.ones_like(out))
+        values.append(np.asarray(out.detach().numpy() if lib is torch else out.data))
+        grads.append(np.asarray(t.grad.numpy() if lib is torch else t.grad.data))
+    np.testing.assert_array_equal(values[0], values[1])
+    np.testing.assert_array_equal(grads[0], grads[1])
 
 
 @pytest.mark.parametrize(("ours", "theirs"), MODULES, ids=lambda m: repr(m))
@@ -194,6 +230,10 @@ def test_bad_arguments_raise_named_errors():
         F.softplus(x, beta=0)
     with pytest.raises(DTypeError, match="leaky_relu: expected a Tensor, got list"):
         F.leaky_relu([1.0, 2.0])
+    with pytest.raises(RuntimeError, match=r"softshrink: lambd=-1\.0; expected lambd >= 0"):
+        F.softshrink(x, -1.0)  # torch's RuntimeError too
+    with pytest.raises(InputError, match=r"softshrink: lambd=-1\.0"):
+        nn.Softshrink(-1.0)(x)
 
 
 @pytest.mark.parametrize(

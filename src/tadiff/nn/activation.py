@@ -216,6 +216,52 @@ class Softsign(_Elementwise):
     _function = staticmethod(F.softsign)
 
 
+class Threshold(_Elementwise):
+    """``x`` where ``x > threshold``, else ``value`` (see ``F.threshold``).
+
+    Example:
+        >>> import tadiff as td
+        >>> Threshold(1.0, 0.0)(td.tensor([0.5, 2.0]))
+        tensor([0., 2.])
+    """
+
+    _options = ("threshold", "value")
+    _function = staticmethod(F.threshold)
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        _no_inplace(inplace, "Threshold")
+        self.threshold, self.value = threshold, value
+
+
+class Hardshrink(_Elementwise):
+    """``0`` on ``[-lambd, lambd]``, else ``x`` (see ``F.hardshrink``)."""
+
+    _options = ("lambd",)
+    _function = staticmethod(F.hardshrink)
+
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+
+class Softshrink(_Elementwise):
+    """``x`` moved ``lambd`` towards 0, ``0`` on ``[-lambd, lambd]`` (see ``F.softshrink``)."""
+
+    _options = ("lambd",)
+    _function = staticmethod(F.softshrink)
+
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+
+class Tanhshrink(_Elementwise):
+    """``x - tanh(x)`` (see ``F.tanhshrink``)."""
+
+    _function = staticmethod(F.tanhshrink)
+
+
 class Hardswish(_Elementwise):
     """``x * relu6(x + 3) / 6`` (see ``F.hardswish``)."""
 

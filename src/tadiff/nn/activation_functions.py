@@ -19,6 +19,7 @@ import tadiff as td
 from tadiff.autograd.tensor import Tensor
 from tadiff.errors import InputError, ShapeError
 from tadiff.nn._args import as_tensor_arg
+from tadiff.ops._dual import sign_array
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -234,6 +235,71 @@ def logsigmoid(input: Tensor) -> Tensor:
     return -_log1p_exp(-as_tensor_arg(input, "logsigmoid"))
 
 
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value``; the gradient passes where ``x`` is kept.
+
+    A NaN input is kept (torch's rule: only ``x <= threshold`` is replaced).
+
+    Args:
+        input: any shape.
+        threshold: the value ``x`` must exceed to be kept.
+        value: what replaces the others.
+        inplace: must be False (True raises InputError).
+
+    Example:
+        >>> threshold(td.tensor([0.5, 2.0]), 1.0, -1.0)
+        tensor([-1.,  2.])
+    """
+    _no_inplace(inplace, "threshold")
+    x = as_tensor_arg(input, "threshold")
+    return td.where(~(x.data <= threshold), x, Tensor(x.data.dtype.type(value)))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``0`` where ``-lambd <= x <= lambd``, else ``x`` (gradient 0 on that closed interval; a
+    negative ``lambd`` keeps every element, as in torch).
+
+    Example:
+        >>> hardshrink(td.tensor([-1.0, 0.25, 0.5, 2.0]))
+        tensor([-1.,  0.,  0.,  2.])
+    """
+    x = as_tensor_arg(input, "hardshrink")
+    zero = (x.data >= -lambd) & (x.data <= lambd)
+    return td.where(zero, Tensor(x.data.dtype.type(0)), x)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, ``0`` between (gradient 0
+    on the closed interval ``[-lambd, lambd]``, 1 outside; NaN stays NaN).
+
+    Raises:
+        InputError: ``lambd < 0``.
+
+    Example:
+        >>> softshrink(td.tensor([-1.0, 0.25, 2.0]))
+        tensor([-0.5,  0. ,  1.5])
+    """
+    x = as_tensor_arg(input, "softshrink")
+    if not lambd >= 0:  # (also NaN) torch's RuntimeError; InputError is one
+        raise InputError(f"softshrink: lambd={lambd}; expected lambd >= 0")
+    xd = x.data
+    zero = (xd >= -lambd) & (xd <= lambd)
+    # the shift towards 0 is a constant: the gradient is 1 outside the interval, exactly 0 in it
+    shift = Tensor((sign_array(xd) * lambd).astype(xd.dtype, copy=False))
+    return td.where(zero, Tensor(xd.dtype.type(0)), x - shift)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``.
+
+    Example:
+        >>> tanhshrink(td.tensor([0.0]))
+        tensor([0.])
+    """
+    x = as_tensor_arg(input, "tanhshrink")
+    return x - x.tanh()
+
+
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """Gated linear unit: split ``input`` in halves ``a, b`` along ``dim``; ``a * sigmoid(b)``.
 
@@ -278,6 +344,7 @@ __all__ = [
     "celu",
     "elu",
     "glu",
+    "hardshrink",
     "hardsigmoid",
     "hardswish",
     "hardtanh",
@@ -289,5 +356,8 @@ __all__ = [
     "silu",
     "softmin",
     "softplus",
+    "softshrink",
     "softsign",
+    "tanhshrink",
+    "threshold",
 ]

@@ -31,6 +31,7 @@ from tadiff.nn.activation_functions import (  # noqa: F401 - torch's F.* names
     celu,
     elu,
     glu,
+    hardshrink,
     hardsigmoid,
     hardswish,
     hardtanh,
@@ -42,7 +43,10 @@ from tadiff.nn.activation_functions import (  # noqa: F401 - torch's F.* names
     silu,
     softmin,
     softplus,
+    softshrink,
     softsign,
+    tanhshrink,
+    threshold,
 )
 from tadiff.nn.adaptive_pooling import adaptive_avg_pool1d, adaptive_avg_pool2d  # noqa: F401
 from tadiff.nn.attention import scaled_dot_product_attention  # noqa: F401
@@ -58,6 +62,14 @@ from tadiff.nn.loss_functions import (  # noqa: F401
     kl_div,
     l1_loss,
     smooth_l1_loss,
+)
+from tadiff.nn.margin_losses import (  # noqa: F401
+    cosine_embedding_loss,
+    hinge_embedding_loss,
+    margin_ranking_loss,
+    multilabel_soft_margin_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
 )
 from tadiff.nn.normalization import (  # noqa: F401
     cosine_similarity,

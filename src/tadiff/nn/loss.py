@@ -155,3 +155,88 @@ def _as_buffer(value: Any) -> Tensor | None:
         return value
     array = np.asarray(value)
     return Tensor(array if array.dtype.kind == "f" else array.astype(np.float64))
+
+
+class MarginRankingLoss(Module):
+    """``max(0, -y (x1 - x2) + margin)`` (see ``F.margin_ranking_loss``).
+
+    Example:
+        >>> import tadiff as td
+        >>> float(MarginRankingLoss(0.5)(td.tensor([1.0]), td.tensor([1.0]), td.tensor([1.0])))
+        0.5
+    """
+
+    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
+        super().__init__()
+        self.margin, self.reduction = margin, reduction
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Any) -> Tensor:
+        return F.margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class HingeEmbeddingLoss(Module):
+    """``x`` for ``y = 1``, ``max(0, margin - x)`` for ``y = -1`` (see
+    ``F.hinge_embedding_loss``)."""
+
+    def __init__(self, margin: float = 1.0, reduction: str = "mean"):
+        super().__init__()
+        self.margin, self.reduction = margin, reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.hinge_embedding_loss(input, target, self.margin, self.reduction)
+
+
+class SoftMarginLoss(Module):
+    """``log(1 + exp(-y x))`` (see ``F.soft_margin_loss``)."""
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.soft_margin_loss(input, target, self.reduction)
+
+
+class CosineEmbeddingLoss(Module):
+    """``1 - cos`` for ``y = 1``, ``max(0, cos - margin)`` for ``y = -1`` (see
+    ``F.cosine_embedding_loss``)."""
+
+    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
+        super().__init__()
+        self.margin, self.reduction = margin, reduction
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Any) -> Tensor:
+        return F.cosine_embedding_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class TripletMarginLoss(Module):
+    """``max(0, d(a, p) - d(a, n) + margin)`` (see ``F.triplet_margin_loss``)."""
+
+    def __init__(
+        self,
+        margin: float = 1.0,
+        p: float = 2.0,
+        eps: float = 1e-6,
+        swap: bool = False,
+        reduction: str = "mean",
+    ):
+        super().__init__()
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+        self.reduction = reduction
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_loss(
+            anchor, positive, negative, self.margin, self.p, self.eps, self.swap, self.reduction
+        )
+
+
+class MultiLabelSoftMarginLoss(Module):
+    """Per-class logistic losses, averaged over classes (see
+    ``F.multilabel_soft_margin_loss``)."""
+
+    def __init__(self, weight: Any = None, reduction: str = "mean"):
+        super().__init__()
+        self.weight, self.reduction = weight, reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return F.multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
