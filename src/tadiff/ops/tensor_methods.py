@@ -15,6 +15,7 @@ from tadiff._device import check_device
 from tadiff.autograd.tensor import Tensor, _make
 from tadiff.errors import DTypeError
 from tadiff.ops import (
+    compositions,
     decompositions,
     indexing,
     inplace,
@@ -134,6 +135,13 @@ def _stride(x: Tensor, dim: int | None = None) -> Any:
     strides = tuple(s // x.data.itemsize for s in x.data.strides)
     return strides if dim is None else strides[dim]
 
+
+_COMPOSITION_METHODS = (
+    "cummax", "cummin", "dist", "diagflat", "fliplr", "flipud", "rot90", "inner", "vdot",
+    "logaddexp2", "deg2rad", "rad2deg", "float_power", "true_divide", "positive", "fix",
+    "signbit",
+)  # fmt: skip
+"""Functions of :mod:`tadiff.ops.compositions` that are also tensor methods (as in torch)."""
 
 _METHODS: dict[str, Any] = {
     # operators
@@ -427,6 +435,8 @@ _METHODS: dict[str, Any] = {
     "zero_": inplace.zero_,
     "fill_": inplace.fill_,
     "copy_": inplace.copy_,
+    # compositions (tadiff.ops.compositions)
+    **{name: getattr(compositions, name) for name in _COMPOSITION_METHODS},
 }
 
 
