@@ -1,4 +1,5 @@
-"""The margin and embedding losses (``tadiff.nn.margin_losses``) against PyTorch, float64:
+"""The margin and embedding losses (``tadiff.nn.margin_losses``) and the Poisson and Gaussian
+negative log-likelihoods against PyTorch, float64:
 values and gradients for every reduction and option, at the hinges' kinks, far out in the
 logistic tails, the modules, second derivatives through the engine, and bad arguments."""
 
@@ -180,3 +181,63 @@ def test_bad_arguments_raise_named_errors():
         F.triplet_margin_loss(x, x, td.ones(4))
     with pytest.raises(ShapeError, match="multilabel_soft_margin_loss: input shape"):
         F.multilabel_soft_margin_loss(x, td.ones(3))
+
+
+POSITIVE = np.abs(X2) + 0.1
+COUNTS = np.floor(np.abs(X3) * 3)  # 0, 1 and larger counts: Stirling's term where t > 1
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize(("log_input", "full"), [(True, False), (True, True), (False, True)])
+def test_poisson_nll_loss_matches_torch(log_input, full, reduction):
+    x = X1 if log_input else POSITIVE
+    compare_with_torch(
+        torch,
+        lambda a: F.poisson_nll_loss(a, td.tensor(COUNTS), log_input, full, reduction=reduction),
+        lambda a: TF.poisson_nll_loss(
+            a, torch.tensor(COUNTS), log_input, full, reduction=reduction
+        ),
+        [x],
+        rtol=1e-12,
+        atol=1e-14,
+    )
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize(
+    "var",
+    [POSITIVE, POSITIVE[:, 0], POSITIVE[:, :1], POSITIVE[:1], np.where(POSITIVE > 1, 1e-9, 1.0)],
+    ids=["same", "one-short", "last-dim-1", "first-dim-1", "below-eps"],
+)
+def test_gaussian_nll_loss_matches_torch(var, reduction):
+    # var below eps: clamped for the value, its gradient that of var itself (torch's no_grad)
+    compare_with_torch(
+        torch,
+        lambda a, t, v: F.gaussian_nll_loss(a, t, v, True, reduction=reduction),
+        lambda a, t, v: TF.gaussian_nll_loss(a, t, v, True, reduction=reduction),
+        [X1, X2, var],
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+def test_nll_losses_modules_and_errors():
+    compare_with_torch(
+        torch,
+        lambda a: nn.PoissonNLLLoss(full=True)(a, td.tensor(COUNTS)),
+        lambda a: torch.nn.PoissonNLLLoss(full=True)(a, torch.tensor(COUNTS)),
+        [X1],
+    )
+    compare_with_torch(
+        torch,
+        lambda a: nn.GaussianNLLLoss(eps=1e-3)(a, td.tensor(X2), 0.5),
+        lambda a: torch.nn.GaussianNLLLoss(eps=1e-3)(a, torch.tensor(X2), 0.5),
+        [X1],
+    )
+    x = td.tensor(X1)
+    with pytest.raises(InputError, match="gaussian_nll_loss: var has negative entries"):
+        F.gaussian_nll_loss(x, x, td.tensor(-POSITIVE))
+    with pytest.raises(ValueError, match=r"gaussian_nll_loss: var=-1\.0 is negative"):
+        F.gaussian_nll_loss(x, x, -1.0)  # torch's ValueError too
+    with pytest.raises(ShapeError, match=r"gaussian_nll_loss: var of shape \(6, 2\)"):
+        F.gaussian_nll_loss(x, x, td.ones(6, 2))

@@ -58,9 +58,11 @@ from tadiff.nn.extras import pad_mode as pad  # noqa: F401
 from tadiff.nn.loss_functions import (  # noqa: F401
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
+    gaussian_nll_loss,
     huber_loss,
     kl_div,
     l1_loss,
+    poisson_nll_loss,
     smooth_l1_loss,
 )
 from tadiff.nn.margin_losses import (  # noqa: F401

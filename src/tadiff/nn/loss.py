@@ -240,3 +240,34 @@ class MultiLabelSoftMarginLoss(Module):
 
     def forward(self, input: Tensor, target: Any) -> Tensor:
         return F.multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
+
+
+class PoissonNLLLoss(Module):
+    """Poisson negative log-likelihood of counts (see ``F.poisson_nll_loss``)."""
+
+    def __init__(
+        self,
+        log_input: bool = True,
+        full: bool = False,
+        eps: float = 1e-8,
+        reduction: str = "mean",
+    ):
+        super().__init__()
+        self.log_input, self.full, self.eps, self.reduction = log_input, full, eps, reduction
+
+    def forward(self, log_input: Tensor, target: Any) -> Tensor:
+        return F.poisson_nll_loss(
+            log_input, target, self.log_input, self.full, self.eps, self.reduction
+        )
+
+
+class GaussianNLLLoss(Module):
+    """Gaussian negative log-likelihood with predicted variances (see
+    ``F.gaussian_nll_loss``)."""
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__()
+        self.full, self.eps, self.reduction = full, eps, reduction
+
+    def forward(self, input: Tensor, target: Any, var: Any) -> Tensor:
+        return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -236,11 +237,92 @@ def kl_div(input: Tensor, target: Any, reduction: str = "mean", log_target: bool
     return _reduce(losses, reduction)
 
 
+def poisson_nll_loss(
+    input: Tensor,
+    target: Any,
+    log_input: bool = True,
+    full: bool = False,
+    eps: float = 1e-8,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of counts ``target`` under a Poisson rate: ``exp(x) - t x`` for
+    a log-rate ``x`` (``log_input=True``), else ``x - t log(x + eps)``; ``full`` adds
+    Stirling's ``t log t - t + log(2 pi t) / 2`` where ``t > 1`` (torch's terms).
+
+    Example:
+        >>> float(poisson_nll_loss(td.tensor([0.0]), td.tensor([1.0])))
+        1.0
+    """
+    input, target = _pair(input, target, reduction, "poisson_nll_loss")
+    losses = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        big = target.data > 1
+        # the term at a safe count where it is left out, so its gradient there is 0, not nan
+        t = td.where(big, target, 2.0)
+        stirling = t * t.log() - t + 0.5 * (t * (2 * math.pi)).log()
+        losses = losses + td.where(big, stirling, 0.0)
+    return _reduce(losses, reduction)
+
+
+def gaussian_nll_loss(
+    input: Tensor,
+    target: Any,
+    var: Any,
+    full: bool = False,
+    eps: float = 1e-6,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of ``target`` under normal distributions of mean ``input`` and
+    variance ``var``: ``(log(var) + (x - t)**2 / var) / 2`` (plus ``log(2 pi) / 2`` if
+    ``full``).
+
+    ``var`` is the input's shape, or one dim short of it (one variance per row), or differs
+    from it in one dim of size 1, or a float: torch's shapes. Variances below ``eps`` are raised
+    to ``eps`` for the value, and, as in torch, that clamp is not differentiated.
+
+    Raises:
+        InputError: a negative variance; ShapeError: a ``var`` of another shape.
+
+    Example:
+        >>> float(gaussian_nll_loss(td.tensor([1.0]), td.tensor([1.0]), td.tensor([1.0])))
+        0.0
+    """
+    input, target = _pair(input, target, reduction, "gaussian_nll_loss")
+    if isinstance(var, (int, float)):
+        if var < 0:
+            raise InputError(f"gaussian_nll_loss: var={var} is negative; expected var >= 0")
+        var = Tensor(np.full(input.shape, var, dtype=input.dtype))
+    var = as_tensor_arg(var, "gaussian_nll_loss var")
+    if (var.data < 0).any():
+        raise InputError("gaussian_nll_loss: var has negative entries; expected var >= 0")
+    if var.shape != input.shape:
+        mismatched = (
+            [v for x, v in zip(input.shape, var.shape, strict=True) if x != v]
+            if var.ndim == input.ndim
+            else None
+        )
+        if input.shape[:-1] == var.shape:
+            var = var.unsqueeze(-1)
+        elif mismatched != [1]:
+            raise ShapeError(
+                f"gaussian_nll_loss: var of shape {var.shape} for an input of shape "
+                f"{input.shape}; expected the input's shape, one dim short of it, or 1 in one dim"
+            )
+    # torch clamps under no_grad: the value is clamped, the gradient is that of var itself
+    var = var + Tensor(np.maximum(var.data, eps).astype(var.dtype, copy=False) - var.data)
+    losses = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        losses = losses + 0.5 * math.log(2 * math.pi)
+    return _reduce(losses, reduction)
+
+
 __all__ = [
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "gaussian_nll_loss",
     "huber_loss",
     "kl_div",
     "l1_loss",
+    "poisson_nll_loss",
     "smooth_l1_loss",
 ]
