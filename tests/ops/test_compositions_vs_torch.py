@@ -195,3 +195,13 @@ def test_tensor_methods_are_the_functions():
     for name in ("fliplr", "flipud", "fix", "deg2rad", "signbit", "positive"):
         np.testing.assert_array_equal(getattr(x, name)().data, getattr(td, name)(x).data)
         assert hasattr(torch.Tensor, name), name  # only torch's own methods are added
+
+
+def test_cov_without_degrees_of_freedom_warns_like_torch():
+    x = np.array([[1.0], [2.0]])  # one observation, correction 1
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0") as caught:
+        got = td.cov(td.tensor(x))
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+        expected = torch.cov(torch.tensor(x))
+    np.testing.assert_array_equal(got.data, expected.numpy())  # NaN in both, same places

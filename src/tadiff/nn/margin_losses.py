@@ -36,7 +36,7 @@ def _reduction(reduction: str, where: str) -> None:
         raise InputError(f"{where}: reduction={reduction!r}; expected one of {_REDUCTIONS}")
 
 
-def _labels(target: Any, dtype: Any, where: str) -> Tensor:
+def _labels(target: Any, dtype: Any) -> Tensor:
     """The target as a constant tensor of the input's dtype (labels carry no gradient)."""
     data = target.data if isinstance(target, Tensor) else np.asarray(target)
     return Tensor(np.asarray(data, dtype=dtype))
@@ -64,7 +64,7 @@ def margin_ranking_loss(
     _reduction(reduction, "margin_ranking_loss")
     x1 = as_tensor_arg(input1, "margin_ranking_loss input1")
     x2 = as_tensor_arg(input2, "margin_ranking_loss input2")
-    y = _labels(target, x1.dtype, "margin_ranking_loss")
+    y = _labels(target, x1.dtype)
     if not x1.ndim == x2.ndim == y.ndim:
         raise ShapeError(
             f"margin_ranking_loss: input1 {x1.shape}, input2 {x2.shape} and target {y.shape} "
@@ -86,7 +86,7 @@ def hinge_embedding_loss(
     """
     _reduction(reduction, "hinge_embedding_loss")
     x = as_tensor_arg(input, "hinge_embedding_loss input")
-    y = _labels(target, x.dtype, "hinge_embedding_loss").data
+    y = _labels(target, x.dtype).data
     zero = Tensor(x.dtype.type(0))
     hinge = td.where(y != 1, td.clamp(margin - x, min=0.0), zero)
     return _reduce(hinge + td.where(y != -1, x, zero), reduction)
@@ -102,7 +102,7 @@ def soft_margin_loss(input: Tensor, target: Any, reduction: str = "mean") -> Ten
     """
     _reduction(reduction, "soft_margin_loss")
     x = as_tensor_arg(input, "soft_margin_loss input")
-    y = _labels(target, x.dtype, "soft_margin_loss")
+    y = _labels(target, x.dtype)
     return _reduce(_log1p_exp(-y * x), reduction)
 
 
@@ -133,7 +133,7 @@ def cosine_embedding_loss(
             f"cosine_embedding_loss: inputs of shapes {x1.shape} and {x2.shape}; expected one "
             "shape, (N, D) or (D,)"
         )
-    y = _labels(target, x1.dtype, "cosine_embedding_loss").data
+    y = _labels(target, x1.dtype).data
     dim = x1.ndim - 1
     squares = ((x1 * x1).sum(dim) + _COSINE_EPS) * ((x2 * x2).sum(dim) + _COSINE_EPS)
     cos = (x1 * x2).sum(dim) / squares.sqrt()
@@ -197,7 +197,7 @@ def multilabel_soft_margin_loss(
     """
     _reduction(reduction, "multilabel_soft_margin_loss")
     x = as_tensor_arg(input, "multilabel_soft_margin_loss input")
-    y = _labels(target, x.dtype, "multilabel_soft_margin_loss")
+    y = _labels(target, x.dtype)
     if y.shape != x.shape:
         raise ShapeError(
             f"multilabel_soft_margin_loss: input shape {x.shape} and target shape {y.shape} "

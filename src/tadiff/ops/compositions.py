@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -196,20 +197,29 @@ def cov(input: Any, *, correction: int = 1, fweights: Any = None, aweights: Any 
         wt = wt.to(x2.dtype)
         weights = wt if weights is None else weights * wt
     if weights is None:
-        mean = x2.mean(1, keepdim=True)
-        norm = n - correction
-        centered = x2 - mean
-        out = centered @ centered.transpose(0, 1) / max(norm, 0)
+        norm = Tensor(np.asarray(max(n - correction, 0), dtype=x2.dtype))
+        centered = x2 - x2.mean(1, keepdim=True)
+        scatter = centered @ centered.transpose(0, 1)
     else:
         total = weights.sum()
-        mean = (x2 * weights).sum(1, keepdim=True) / total
+        centered = x2 - (x2 * weights).sum(1, keepdim=True) / total
         if aweights is None:
             norm = total - correction
         else:
             aw = as_tensor(aweights).to(x2.dtype)
             norm = total - correction * (weights * aw).sum() / total
-        centered = x2 - mean
-        out = (centered * weights) @ centered.transpose(0, 1) / td.clamp(norm, min=0.0)
+        norm = td.clamp(norm, min=0.0)
+        scatter = (centered * weights) @ centered.transpose(0, 1)
+    if not float(norm.data) > 0:
+        # torch's warning and its inf/nan values, not NumPy's division warnings
+        warnings.warn(
+            "cov(): degrees of freedom is <= 0. Correction should be strictly less than the "
+            "number of observations.",
+            UserWarning,
+            stacklevel=2,
+        )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = scatter / norm
     return out.reshape(()) if x.ndim < 2 else out
 
 

@@ -252,8 +252,7 @@ def _evenly_shared(F: Any, g: Any, x: Any, result: Any, dims: Any, keepdim: bool
     r = F.data(result)
     hit = np.isnan(xd) if np.isnan(r) else xd == r
     share = g / np.count_nonzero(hit)
-    if type(share) is np.ndarray or isinstance(share, np.generic):
-        # zeros, with the share written at the ties: one pass over the mask, none over g
+    if F is ARRAY:  # zeros, with the share written at the ties: one pass over the mask
         out = np.zeros(xd.shape, dtype=xd.dtype)
         out[hit] = share
         return out
