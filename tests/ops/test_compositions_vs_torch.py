@@ -57,6 +57,8 @@ CASES = {
     "corrcoef": (td.corrcoef, torch.corrcoef, [A]),
     "trapezoid": (td.trapezoid, torch.trapezoid, [A]),
     "trapezoid-x": (lambda y, x: td.trapezoid(y, x), lambda y, x: torch.trapezoid(y, x), [A[0], np.cumsum(np.abs(V[:3]))]),  # noqa: E501
+    "trapezoid-x-dim0": (lambda y, x: td.trapezoid(y, x, dim=0), lambda y, x: torch.trapezoid(y, x, dim=0), [A, np.cumsum(np.abs(V[:4]))]),  # noqa: E501
+    "cumulative_trapezoid-x2d": (lambda y, x: td.cumulative_trapezoid(y, x), lambda y, x: torch.cumulative_trapezoid(y, x), [A, np.cumsum(np.abs(A), 1)]),  # noqa: E501
     "trapezoid-dx-dim0": (lambda y: td.trapezoid(y, dx=0.5, dim=0), lambda y: torch.trapezoid(y, dx=0.5, dim=0), [A]),  # noqa: E501
     "cumulative_trapezoid": (td.cumulative_trapezoid, torch.cumulative_trapezoid, [A]),
     "block_diag": (lambda a, b, v: td.block_diag(a, b, v), lambda a, b, v: torch.block_diag(a, b, v), [A, B[:2], V[:2]]),  # noqa: E501

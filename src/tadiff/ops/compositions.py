@@ -250,7 +250,11 @@ def _trapezoids(y: Tensor, x: Any, dx: Any, dim: int) -> Tensor:
     if x is None:
         return pairs * (1.0 if dx is None else dx)
     xs = as_tensor(x, name="trapezoid() x")
-    widths = td.diff(xs, dim=dim if xs.ndim == y.ndim else -1)
+    if xs.ndim == 1 and y.ndim > 1:  # sample points along dim, the same for every slice
+        along = dim % y.ndim
+        widths = td.diff(xs).reshape(tuple(-1 if k == along else 1 for k in range(y.ndim)))
+    else:
+        widths = td.diff(xs, dim=dim)
     return pairs * widths
 
 
