@@ -126,6 +126,13 @@ def test_cumulative_extremes_follow_torch_at_ties_and_nans():
             np.testing.assert_array_equal(t.grad.data, r.grad.numpy())
 
 
+def test_cumulative_extremes_of_empty_and_0d_tensors_match_torch():
+    for x in (np.zeros((0, 3)), np.array(2.5)):
+        got, expected = td.cummax(td.tensor(x), 0), torch.cummax(torch.tensor(x), 0)
+        assert got.values.shape == tuple(expected.values.shape)
+        np.testing.assert_array_equal(got.indices.data, expected.indices.numpy())
+
+
 def test_zero_distances_have_gradient_zero_as_in_torch():
     x = np.array([[1.0, 2.0], [1.0, 2.0]])
     _compare(td.cdist, torch.cdist, [x, x.copy()], atol=0)

@@ -93,6 +93,9 @@ def _cumulative_extreme(x: Any, dim: int, largest: bool, where: str) -> ValuesIn
         raise ShapeError(f"{where}: dim={dim} is out of range for a tensor of shape {t.shape}")
     data = np.moveaxis(t.data, dim, 0)
     index = np.zeros(data.shape, np.int64)
+    if data.shape[0] == 0:  # nothing to scan: empty values and indices
+        indices = Tensor(np.moveaxis(index, 0, dim).copy())
+        return ValuesIndices(td.gather(t, dim, indices), indices)
     best = data[0].copy()
     current = np.zeros(data.shape[1:], np.int64)
     beats = np.greater_equal if largest else np.less_equal
