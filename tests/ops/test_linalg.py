@@ -215,3 +215,42 @@ def test_logdet_sign_conventions_and_results_are_named():
     np.testing.assert_allclose((r.U * r.S) @ r.Vh, TALL[0].copy(), atol=1e-12)
     q = td.linalg.qr(td.tensor(TALL[0]))
     np.testing.assert_allclose(q.Q @ q.R, TALL[0], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(4, 3), (3, 5)],
+        [(10,), (10, 3), (3, 20), (20, 2), (2,)],  # 1-d ends, an order that is not left-to-right
+        [(2, 30), (30, 1), (1, 40), (40, 3)],
+        [(5,), (5,)],
+    ],
+    ids=["two", "vector-ends", "chain", "two-vectors"],
+)
+def test_multi_dot_matches_torch(shapes):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(len(shapes))
+    arrays = [rng.standard_normal(s) for s in shapes]
+    ours = [td.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    got, expected = td.linalg.multi_dot(ours), torch.linalg.multi_dot(theirs)
+    # products in another order (or the same, with another BLAS) round differently
+    np.testing.assert_allclose(got.data, expected.detach().numpy(), rtol=1e-12, atol=1e-12)
+    assert got.shape == tuple(expected.shape)
+    got.sum().backward()
+    expected.sum().backward()
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o.grad.data, t.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_multi_dot_takes_the_cheapest_order_and_names_bad_shapes():
+    from tadiff.linalg import _chain_order
+
+    # (10 x 100)(100 x 5)(5 x 50): (AB)C costs 5000 + 2500, A(BC) 25000 + 50000
+    assert _chain_order([10, 100, 5, 50]) == {(0, 1): 0, (1, 2): 1, (0, 2): 1}
+    with pytest.raises(InputError, match="multi_dot: got 1 tensor"):
+        td.linalg.multi_dot([td.ones(2, 2)])
+    with pytest.raises(ShapeError, match=r"multi_dot: tensors 0 and 1 have shapes \(2, 3\)"):
+        td.linalg.multi_dot([td.ones(2, 3), td.ones(4, 2)])
+    with pytest.raises(ShapeError, match=r"multi_dot: tensor 1 has shape \(3,\)"):
+        td.linalg.multi_dot([td.ones(2, 3), td.ones(3), td.ones(3, 2)])
