@@ -56,6 +56,7 @@ from tadiff.nn.conv_transpose import conv_transpose1d, conv_transpose2d  # noqa:
 from tadiff.nn.extras import instance_norm, prelu  # noqa: F401
 from tadiff.nn.extras import pad_mode as pad  # noqa: F401
 from tadiff.nn.loss_functions import (  # noqa: F401
+    _check_reduction,
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
     gaussian_nll_loss,
@@ -84,13 +85,7 @@ from tadiff.nn.resampling import interpolate, pixel_shuffle, pixel_unshuffle  # 
 from tadiff.ops._common import needs_grad
 from tadiff.ops.derivatives import AddmmBackward0
 
-_REDUCTIONS = ("mean", "sum", "none")
 _SQRT_HALF = math.sqrt(0.5)
-
-
-def _check_reduction(reduction: str, where: str) -> None:
-    if reduction not in _REDUCTIONS:
-        raise InputError(f"{where}: reduction={reduction!r}; expected one of {_REDUCTIONS}")
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

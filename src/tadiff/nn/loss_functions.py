@@ -35,10 +35,14 @@ def _reduce(losses: Tensor, reduction: str) -> Tensor:
     return losses.sum() if reduction == "sum" else losses.mean()
 
 
-def _pair(input: Any, target: Any, reduction: str, where: str, reductions=_REDUCTIONS):
-    """Checked ``(input, target)`` Tensors of one shape; the target may be an array."""
+def _check_reduction(reduction: str, where: str, reductions=_REDUCTIONS) -> None:
     if reduction not in reductions:
         raise InputError(f"{where}: reduction={reduction!r}; expected one of {reductions}")
+
+
+def _pair(input: Any, target: Any, reduction: str, where: str, reductions=_REDUCTIONS):
+    """Checked ``(input, target)`` Tensors of one shape; the target may be an array."""
+    _check_reduction(reduction, where, reductions)
     input = as_tensor_arg(input, f"{where} input")
     if not isinstance(target, Tensor):
         target = Tensor(np.asarray(target, dtype=input.dtype))

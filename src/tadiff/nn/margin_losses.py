@@ -21,19 +21,14 @@ import numpy as np
 
 import tadiff as td
 from tadiff.autograd.tensor import Tensor
-from tadiff.errors import InputError, ShapeError
+from tadiff.errors import ShapeError
 from tadiff.nn._args import as_tensor_arg
 from tadiff.nn.activation_functions import _log1p_exp
-from tadiff.nn.loss_functions import _REDUCTIONS, _reduce, _weight
+from tadiff.nn.loss_functions import _check_reduction, _reduce, _weight
 from tadiff.nn.normalization import pairwise_distance
 
 _COSINE_EPS = 1e-12
 """Added to each squared norm in ``cosine_embedding_loss`` (torch's constant)."""
-
-
-def _reduction(reduction: str, where: str) -> None:
-    if reduction not in _REDUCTIONS:
-        raise InputError(f"{where}: reduction={reduction!r}; expected one of {_REDUCTIONS}")
 
 
 def _labels(target: Any, dtype: Any) -> Tensor:
@@ -61,7 +56,7 @@ def margin_ranking_loss(
         >>> float(margin_ranking_loss(td.tensor([0.0]), td.tensor([1.0]), td.tensor([1.0])))
         1.0
     """
-    _reduction(reduction, "margin_ranking_loss")
+    _check_reduction(reduction, "margin_ranking_loss")
     x1 = as_tensor_arg(input1, "margin_ranking_loss input1")
     x2 = as_tensor_arg(input2, "margin_ranking_loss input2")
     y = _labels(target, x1.dtype)
@@ -84,7 +79,7 @@ def hinge_embedding_loss(
         >>> float(hinge_embedding_loss(td.tensor([0.25, 2.0]), td.tensor([1.0, -1.0])))
         0.125
     """
-    _reduction(reduction, "hinge_embedding_loss")
+    _check_reduction(reduction, "hinge_embedding_loss")
     x = as_tensor_arg(input, "hinge_embedding_loss input")
     y = _labels(target, x.dtype).data
     zero = Tensor(x.dtype.type(0))
@@ -100,7 +95,7 @@ def soft_margin_loss(input: Tensor, target: Any, reduction: str = "mean") -> Ten
         >>> round(float(soft_margin_loss(td.tensor([0.0]), td.tensor([1.0]))), 4)
         0.6931
     """
-    _reduction(reduction, "soft_margin_loss")
+    _check_reduction(reduction, "soft_margin_loss")
     x = as_tensor_arg(input, "soft_margin_loss input")
     y = _labels(target, x.dtype)
     return _reduce(_log1p_exp(-y * x), reduction)
@@ -125,7 +120,7 @@ def cosine_embedding_loss(
         >>> float(cosine_embedding_loss(x, x, td.tensor([1.0])))
         0.0
     """
-    _reduction(reduction, "cosine_embedding_loss")
+    _check_reduction(reduction, "cosine_embedding_loss")
     x1 = as_tensor_arg(input1, "cosine_embedding_loss input1")
     x2 = as_tensor_arg(input2, "cosine_embedding_loss input2")
     if x1.shape != x2.shape or x1.ndim not in (1, 2):
@@ -169,7 +164,7 @@ def triplet_margin_loss(
         >>> float(triplet_margin_loss(a, a, td.tensor([[3.0, 4.0]]), eps=0.0))
         0.0
     """
-    _reduction(reduction, "triplet_margin_loss")
+    _check_reduction(reduction, "triplet_margin_loss")
     a = as_tensor_arg(anchor, "triplet_margin_loss anchor")
     pos = as_tensor_arg(positive, "triplet_margin_loss positive")
     neg = as_tensor_arg(negative, "triplet_margin_loss negative")
@@ -195,7 +190,7 @@ def multilabel_soft_margin_loss(
         >>> round(float(multilabel_soft_margin_loss(td.zeros(1, 2), td.tensor([[1.0, 0.0]]))), 4)
         0.6931
     """
-    _reduction(reduction, "multilabel_soft_margin_loss")
+    _check_reduction(reduction, "multilabel_soft_margin_loss")
     x = as_tensor_arg(input, "multilabel_soft_margin_loss input")
     y = _labels(target, x.dtype)
     if y.shape != x.shape:

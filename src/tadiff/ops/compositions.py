@@ -160,13 +160,7 @@ def var_mean(input: Any, dim: Any = None, *, correction: float = 1, keepdim: boo
 def _with_mean(spread, input: Any, dim: Any, correction: float, keepdim: bool, where: str):
     """``(spread(x), mean(x))`` over ``dim``, with one set of arguments."""
     x = as_tensor(input, name=f"{where}() input")
-    mean = td.mean(x, dim, keepdim=keepdim) if dim is not None else _mean_all(x, keepdim)
-    return spread(x, dim, correction=correction, keepdim=keepdim), mean
-
-
-def _mean_all(x: Tensor, keepdim: bool) -> Tensor:
-    mean = x.mean()
-    return mean.reshape((1,) * x.ndim) if keepdim else mean
+    return spread(x, dim, correction=correction, keepdim=keepdim), td.mean(x, dim, keepdim=keepdim)
 
 
 def cov(input: Any, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Tensor:
